@@ -1,0 +1,115 @@
+// swift-tools-version: 6.1
+//
+// Switchyard: a transport framework for Swift on Linux whose socket backends are
+// plugins, chosen at run time and held to one conformance kit.
+
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "switchyard",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Switchyard", targets: ["Switchyard"]),
+        .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
+        .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
+        .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
+        .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
+        .executable(name: "echo-server", targets: ["echo-server"]),
+        .executable(name: "echo-client", targets: ["echo-client"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // The core: protocols, value types, errors, the registry. No libc, no Foundation.
+        .target(
+            name: "Switchyard",
+            dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict
+        ),
+        // Internal: what the POSIX backends share (syscall helper, errno table, epoll loops,
+        // resolver). Not a product: backends depend on it, users do not.
+        .target(
+            name: "SwitchyardPosix",
+            dependencies: [
+                "Switchyard",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "SwitchyardBSD",
+            dependencies: [
+                "Switchyard", "SwitchyardPosix",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "SwitchyardMemory",
+            dependencies: [
+                "Switchyard", "SwitchyardPosix",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
+        // The umbrella an application imports to pick a backend by name at run time.
+        .target(
+            name: "SwitchyardBackends",
+            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardMemory"],
+            swiftSettings: strict
+        ),
+        // The conformance kit: scenarios any backend runs. Imports no test framework.
+        .target(
+            name: "SwitchyardConformance",
+            dependencies: ["Switchyard"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "echo-server",
+            dependencies: [
+                "Switchyard", "SwitchyardBackends",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/EchoServer",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "echo-client",
+            dependencies: [
+                "Switchyard", "SwitchyardBackends",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/EchoClient",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardTests",
+            dependencies: ["Switchyard"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardBSDTests",
+            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardPosix"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardConformanceTests",
+            dependencies: ["Switchyard", "SwitchyardConformance", "SwitchyardBackends"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ExamplesTests",
+            dependencies: ["Switchyard"],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,75 @@
+import Synchronization
+
+/// A backend the registry can make: its name, a one-line summary, and a factory.
+public struct TransportBackend: Sendable {
+    /// The name users pick it by (`--backend`, `SWITCHYARD_BACKEND`, configuration).
+    public var name: String
+    /// One line for listings.
+    public var summary: String
+    /// Whether its connections are real sockets. Backends with sockets can be paired
+    /// with each other (a client on one, a server on another); an in-memory backend
+    /// pairs only with itself.
+    public var usesSockets: Bool
+    /// Makes a transport; may throw a ``TransportError``.
+    public var make: @Sendable (TransportConfiguration) throws -> any Transport
+
+    public init(
+        name: String, summary: String, usesSockets: Bool,
+        make: @escaping @Sendable (TransportConfiguration) throws -> any Transport
+    ) {
+        self.name = name
+        self.summary = summary
+        self.usesSockets = usesSockets
+        self.make = make
+    }
+}
+
+/// Backends by name, chosen at run time.
+///
+/// Backends register themselves (the `SwitchyardBackends` module registers every backend
+/// Switchyard ships); the application picks one by name: a command-line flag, a
+/// configuration value, or the `SWITCHYARD_BACKEND` environment variable (see
+/// ``selectName(explicit:environment:default:)``). An unknown name is an error that
+/// lists the registered backends.
+public final class BackendRegistry: Sendable {
+    /// The environment variable that names the backend when nothing more explicit does.
+    public static let environmentVariable = "SWITCHYARD_BACKEND"
+
+    private let backends = Mutex<[String: TransportBackend]>([:])
+
+    public init() {}
+
+    /// Adds (or replaces) a backend under its name.
+    public func register(_ backend: TransportBackend) {
+        backends.withLock { $0[backend.name] = backend }
+    }
+
+    /// The registered names, sorted.
+    public var names: [String] { backends.withLock { $0.keys.sorted() } }
+
+    /// Every registered backend, sorted by name.
+    public var all: [TransportBackend] { backends.withLock { $0.values.sorted { $0.name < $1.name } } }
+
+    /// The backend registered as `name`.
+    /// - Throws: `invalidArgument`, reason `unknown backend`, naming the registered ones.
+    public func backend(named name: String) throws(TransportError) -> TransportBackend {
+        if let backend = backends.withLock({ $0[name] }) { return backend }
+        let known = names
+        throw TransportError(
+            code: .invalidArgument, reason: .unknownBackend,
+            message: "unknown backend '\(name)'; registered backends: \(known.isEmpty ? "(none)" : known.joined(separator: ", "))")
+    }
+
+    /// Makes a transport of the backend registered as `name`.
+    public func makeTransport(named name: String, configuration: TransportConfiguration = TransportConfiguration()) throws -> any Transport {
+        try backend(named: name).make(configuration)
+    }
+
+    /// The name to use: `explicit` if given, else `SWITCHYARD_BACKEND` from
+    /// `environment` if set and not empty, else `default`.
+    public static func selectName(explicit: String?, environment: [String: String], default defaultName: String) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let fromEnvironment = environment[environmentVariable], !fromEnvironment.isEmpty { return fromEnvironment }
+        return defaultName
+    }
+}

@@ -1,0 +1,213 @@
+/// Where to connect or listen: a host and a TCP port.
+///
+/// The host is an IPv4 literal (`127.0.0.1`), an IPv6 literal (`::1`, optionally with a
+/// zone, `fe80::1%eth0`) or a host name (`localhost`). Literals are recognised here,
+/// without libc, so a backend never sends a literal to the resolver; names are resolved
+/// by the backend, off its event loops.
+public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+    /// The host as given: a literal or a name. IPv6 literals are stored without brackets.
+    public var host: String
+    /// The TCP port, 0...65535. 0 when listening asks the system for a free port.
+    public var port: Int
+
+    /// What kind of host an endpoint names.
+    public struct HostKind: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: Sendable, Hashable { case ipv4, ipv6, name }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        public static let ipv4 = HostKind(.ipv4)
+        public static let ipv6 = HostKind(.ipv6)
+        public static let name = HostKind(.name)
+        public var description: String {
+            switch value {
+            case .ipv4: "IPv4"
+            case .ipv6: "IPv6"
+            case .name: "name"
+            }
+        }
+    }
+
+    /// Makes an endpoint. Brackets around an IPv6 literal are removed.
+    /// - Precondition: `port` is in 0...65535 (use ``init(parsing:)`` for input from users).
+    public init(host: String, port: Int) {
+        precondition((0...65535).contains(port), "port \(port) is out of range 0...65535")
+        var host = host
+        if host.hasPrefix("["), host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+        }
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port`, `[v6]:port` or a bare `v6` literal with a port.
+    /// - Throws: ``TransportError`` with code `invalidArgument` and reason
+    ///   `invalid address` when the text is not an endpoint.
+    public init(parsing text: String) throws(TransportError) {
+        func bad(_ why: String) -> TransportError {
+            TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'\(text)' is not an endpoint: \(why)")
+        }
+        let hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { throw bad("missing ']'") }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { throw bad("missing ':port' after ']'") }
+            portPart = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw bad("missing ':port'") }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+            if hostPart.contains(":") { throw bad("an IPv6 literal needs brackets: [addr]:port") }
+        }
+        guard let port = Int(portPart), (0...65535).contains(port) else { throw bad("port must be 0...65535") }
+        try Endpoint.validate(host: String(hostPart))
+        self.init(host: String(hostPart), port: port)
+    }
+
+    /// Checks that a host is a literal or a syntactically valid host name.
+    public static func validate(host: String) throws(TransportError) {
+        if host.isEmpty || host.utf8.count > 253 {
+            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "host '\(host)' is empty or too long")
+        }
+        if IPAddress.parseIPv4(host) != nil || IPAddress.parseIPv6(host) != nil { return }
+        for label in host.split(separator: ".", omittingEmptySubsequences: false) {
+            let ok = !label.isEmpty && label.utf8.count <= 63
+                && label.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a) || $0 == 0x2d || $0 == 0x5f }
+            if !ok {
+                throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'\(host)' is neither an IP literal nor a host name")
+            }
+        }
+    }
+
+    /// Whether the host is an IPv4 literal, an IPv6 literal or a name.
+    public var hostKind: HostKind {
+        if IPAddress.parseIPv4(host) != nil { return .ipv4 }
+        if IPAddress.parseIPv6(host) != nil { return .ipv6 }
+        return .name
+    }
+
+    /// `host:port`, with brackets around an IPv6 literal.
+    public var description: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}
+
+/// Pure-Swift parsing of IP literals, so the core can classify endpoints without libc.
+public enum IPAddress {
+    /// The four bytes of a dotted-quad IPv4 literal (`a.b.c.d`, decimal, no leading zeros
+    /// beyond a single `0`), or nil.
+    public static func parseIPv4(_ text: some StringProtocol) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(4)
+        for part in text.split(separator: ".", omittingEmptySubsequences: false) {
+            guard !part.isEmpty, part.utf8.count <= 3, part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            if part.utf8.count > 1 && part.utf8.first == 0x30 { return nil }
+            guard let value = UInt8(part) else { return nil }
+            bytes.append(value)
+        }
+        return bytes.count == 4 ? bytes : nil
+    }
+
+    /// The sixteen bytes of an IPv6 literal and its zone (the part after `%`), or nil.
+    /// Accepts `::` compression and an embedded IPv4 tail (`::ffff:1.2.3.4`).
+    public static func parseIPv6(_ text: some StringProtocol) -> (bytes: [UInt8], zone: String?)? {
+        var address = Substring(text)
+        var zone: String?
+        if let percent = address.firstIndex(of: "%") {
+            zone = String(address[address.index(after: percent)...])
+            if zone!.isEmpty { return nil }
+            address = address[..<percent]
+        }
+        guard address.contains(":") else { return nil }
+        var head: [UInt16] = []
+        var tail: [UInt16] = []
+        var sawGap = false
+        let pieces = address.components(separatedByDoubleColon: ())
+        guard pieces.count <= 2 else { return nil }
+        sawGap = pieces.count == 2
+        func groups(_ part: Substring, allowIPv4Tail: Bool) -> [UInt16]? {
+            if part.isEmpty { return [] }
+            var result: [UInt16] = []
+            let fields = part.split(separator: ":", omittingEmptySubsequences: false)
+            for (index, field) in fields.enumerated() {
+                if allowIPv4Tail, index == fields.count - 1, field.contains(".") {
+                    guard let v4 = parseIPv4(field) else { return nil }
+                    result.append(UInt16(v4[0]) << 8 | UInt16(v4[1]))
+                    result.append(UInt16(v4[2]) << 8 | UInt16(v4[3]))
+                    continue
+                }
+                guard !field.isEmpty, field.utf8.count <= 4, let value = UInt16(field, radix: 16) else { return nil }
+                result.append(value)
+            }
+            return result
+        }
+        if sawGap {
+            guard let h = groups(pieces[0], allowIPv4Tail: false), let t = groups(pieces[1], allowIPv4Tail: true) else { return nil }
+            head = h
+            tail = t
+            guard head.count + tail.count <= 7 else { return nil }
+        } else {
+            guard let all = groups(pieces[0], allowIPv4Tail: true), all.count == 8 else { return nil }
+            head = all
+        }
+        let words = head + Array(repeating: 0, count: 8 - head.count - tail.count) + tail
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        for word in words {
+            bytes.append(UInt8(word >> 8))
+            bytes.append(UInt8(word & 0xff))
+        }
+        return (bytes, zone)
+    }
+
+    /// Formats four bytes as `a.b.c.d`.
+    public static func formatIPv4(_ bytes: some Collection<UInt8>) -> String {
+        bytes.map { String($0) }.joined(separator: ".")
+    }
+
+    /// Formats sixteen bytes in the RFC 5952 form (lower case, longest zero run as `::`).
+    public static func formatIPv6(_ bytes: some Collection<UInt8>) -> String {
+        let b = Array(bytes)
+        precondition(b.count == 16)
+        var words: [UInt16] = []
+        for i in stride(from: 0, to: 16, by: 2) { words.append(UInt16(b[i]) << 8 | UInt16(b[i + 1])) }
+        // IPv4-mapped addresses keep their dotted tail.
+        if words[0..<5].allSatisfy({ $0 == 0 }) && words[5] == 0xffff {
+            return "::ffff:" + formatIPv4(b[12..<16])
+        }
+        var bestStart = -1, bestLength = 0, runStart = -1
+        for i in 0...8 {
+            if i < 8 && words[i] == 0 {
+                if runStart < 0 { runStart = i }
+            } else if runStart >= 0 {
+                if i - runStart > bestLength && i - runStart >= 2 { bestStart = runStart; bestLength = i - runStart }
+                runStart = -1
+            }
+        }
+        func hex(_ range: Range<Int>) -> String { words[range].map { String($0, radix: 16) }.joined(separator: ":") }
+        if bestStart < 0 { return hex(0..<8) }
+        return hex(0..<bestStart) + "::" + hex((bestStart + bestLength)..<8)
+    }
+}
+
+extension Substring {
+    /// Splits at the first `::` (at most two pieces); three pieces means a second `::`.
+    fileprivate func components(separatedByDoubleColon: Void) -> [Substring] {
+        var pieces: [Substring] = []
+        var start = startIndex
+        var i = startIndex
+        while i < endIndex {
+            let next = index(after: i)
+            if self[i] == ":", next < endIndex, self[next] == ":" {
+                pieces.append(self[start..<i])
+                start = index(after: next)
+                i = start
+                continue
+            }
+            i = next
+        }
+        pieces.append(self[start..<endIndex])
+        return pieces
+    }
+}

@@ -1,0 +1,80 @@
+/// A backend: it makes connections and listeners and owns the event loops they run on.
+///
+/// ## Contract
+///
+/// - **Lifetime.** A transport starts its event loops when it is made and stops them in
+///   ``shutdown(gracePeriod:)`` or ``shutdownNow()``; one of the two must be called, and
+///   from outside the transport's own loops (they wait for the loop threads to end).
+///   After shutdown, every descriptor and handle the transport opened is closed.
+/// - **connect(to:options:)** resolves a host name off the event loops, then connects.
+///   It returns a connection that is connected and not yet reading, or throws a
+///   ``TransportError``:
+///   - nothing listens there: `unavailable`, reason `refused`, at once;
+///   - the name does not resolve: `unavailable`, reason `name resolution`, at once
+///     (never after a timeout);
+///   - no route: `unavailable`, reason `unreachable`;
+///   - ``ConnectOptions/timeout`` passed first: `deadlineExceeded`, reason `connect timeout`;
+///   - the calling task was cancelled: `cancelled`, reason `task cancelled` (the pending
+///     connect is abandoned and its descriptor closed);
+///   - the transport is shut down: `cancelled`, reason `shutdown`;
+///   - a malformed endpoint: `invalidArgument`, reason `invalid address`;
+///   - out of descriptors: `resourceExhausted`, reason `resource limit`.
+/// - **listen(on:options:)** binds and listens before it returns; port 0 picks a free
+///   port (read it from ``Listener/localAddress``). Errors: `unavailable`/`address in
+///   use`, `invalidArgument`/`invalid address`, `permissionDenied`/`permission`,
+///   `cancelled`/`shutdown`.
+/// - **Shutdown.** ``shutdown(gracePeriod:)`` closes every listener at once, lets open
+///   connections finish for up to the grace period, then closes what is left as
+///   ``shutdownNow()`` does: each open connection ends with `cancelled`, reason
+///   `shutdown`, its pending writes complete with that error, and its handler's
+///   ``ConnectionHandler/connectionDidClose(error:)`` runs. Both are idempotent.
+public protocol Transport: AnyObject, Sendable {
+    /// The name this backend is registered under, for example `"bsd"`.
+    var name: String { get }
+
+    /// Connects to `endpoint`. See the contract for the errors.
+    func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection
+
+    /// Listens on `endpoint`. See the contract for the errors.
+    func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener
+
+    /// Stops accepting, waits up to `gracePeriod` for open connections to close, then
+    /// closes the rest and stops the event loops.
+    func shutdown(gracePeriod: Duration) async
+
+    /// Closes every listener and connection now and stops the event loops.
+    func shutdownNow() async
+}
+
+extension Transport {
+    /// Connects with default options.
+    public func connect(to endpoint: Endpoint) async throws -> any Connection {
+        try await connect(to: endpoint, options: ConnectOptions())
+    }
+
+    /// Listens with default options.
+    public func listen(on endpoint: Endpoint) async throws -> any Listener {
+        try await listen(on: endpoint, options: ListenOptions())
+    }
+}
+
+/// Options for one connect.
+public struct ConnectOptions: Sendable, Hashable {
+    /// How long the connect may take, name resolution included.
+    public var timeout: Duration = .seconds(10)
+    public init(timeout: Duration = .seconds(10)) { self.timeout = timeout }
+}
+
+/// Options for one listener.
+public struct ListenOptions: Sendable, Hashable {
+    /// The accept backlog handed to the kernel.
+    public var backlog: Int = 1024
+    public init(backlog: Int = 1024) { self.backlog = backlog }
+}
+
+/// Settings a backend is made with.
+public struct TransportConfiguration: Sendable, Hashable {
+    /// How many event loops (threads) to run; `nil` means one per core.
+    public var eventLoopCount: Int?
+    public init(eventLoopCount: Int? = nil) { self.eventLoopCount = eventLoopCount }
+}
