@@ -33,12 +33,14 @@ let package = Package(
             dependencies: [.product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict
         ),
+        // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
+        .target(name: "CSwitchyardPosix"),
         // Internal: what the POSIX backends share (syscall helper, errno table, epoll loops,
         // resolver). Not a product: backends depend on it, users do not.
         .target(
             name: "SwitchyardPosix",
             dependencies: [
-                "Switchyard",
+                "Switchyard", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ],

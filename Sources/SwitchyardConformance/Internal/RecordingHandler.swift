@@ -1,0 +1,50 @@
+public import Switchyard
+import Synchronization
+
+/// A raw ``ConnectionHandler`` that records every event, for scenarios that check the
+/// callback face directly (demand-driven reads, close and shutdown callbacks).
+final class RecordingHandler: ConnectionHandler {
+    struct Events: Sendable {
+        /// Every byte delivered, in order.
+        var bytes: [UInt8] = []
+        /// How many `connectionDidRead` calls there were.
+        var readCalls = 0
+        /// How many times `connectionDidReadEnd` ran.
+        var readEnds = 0
+        /// How many times `connectionDidDrainWrites` ran.
+        var drains = 0
+        /// Every `connectionDidClose` call's error, in order (it must run once).
+        var closes: [TransportError?] = []
+        /// Bytes delivered after `connectionDidReadEnd` or `connectionDidClose`.
+        var lateBytes = 0
+    }
+
+    private let events = Mutex(Events())
+
+    init() {}
+
+    /// A copy of what has been recorded so far.
+    var snapshot: Events { events.withLock { $0 } }
+
+    var byteCount: Int { events.withLock { $0.bytes.count } }
+
+    func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {
+        events.withLock { events in
+            if events.readEnds > 0 || !events.closes.isEmpty { events.lateBytes += bytes.count }
+            events.bytes.append(contentsOf: bytes)
+            events.readCalls += 1
+        }
+    }
+
+    func connectionDidReadEnd() {
+        events.withLock { $0.readEnds += 1 }
+    }
+
+    func connectionDidDrainWrites() {
+        events.withLock { $0.drains += 1 }
+    }
+
+    func connectionDidClose(error: TransportError?) {
+        events.withLock { $0.closes.append(error) }
+    }
+}

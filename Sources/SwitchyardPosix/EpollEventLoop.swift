@@ -1,0 +1,352 @@
+import DequeModule
+import Glibc
+import CSwitchyardPosix
+import HeapModule
+package import Switchyard
+import Synchronization
+
+/// Something registered with a loop's epoll instance: it gets the ready events.
+package protocol Selectable: AnyObject {
+    /// Called on the loop with the epoll event bits.
+    func handleEvents(_ events: UInt32)
+}
+
+/// A handle to a timer scheduled on a loop; cancel it on the loop.
+package final class LoopTimer {
+    fileprivate var cancelled = false
+    fileprivate let work: () -> Void
+    fileprivate init(work: @escaping () -> Void) { self.work = work }
+    /// Cancels the timer. Call on its loop.
+    package func cancel() { cancelled = true }
+}
+
+/// One epoll event loop on its own thread.
+///
+/// Registered objects are kept in a table indexed by descriptor; the epoll data word
+/// carries the descriptor and a generation, so an event that was already fetched for a
+/// descriptor closed (and perhaps reused) in the same batch is dropped, not misrouted.
+/// Work from other threads enters through a locked queue and an eventfd wake-up; work
+/// queued on the loop itself needs no wake-up. Each loop owns one read buffer that its
+/// connections read into, so reading allocates nothing.
+///
+/// Safety of `@unchecked Sendable`: everything but `tasks`, `threadID` and `state` is
+/// touched only on the loop's thread (checked in debug builds by `assertInLoop`).
+package final class EpollEventLoop: EventLoop, @unchecked Sendable {
+    package let index: Int
+    private let epfd: CInt
+    private let wakeFD: CInt
+    private static let wakeToken: UInt64 = .max
+
+    private struct TaskQueue {
+        var items: [() -> Void] = []
+        var wakePending = false
+        var stopped = false
+    }
+    private let tasks = Mutex(TaskQueue())
+    private let threadID = Atomic<UInt>(0)
+    private var thread: pthread_t?
+
+    private struct Slot {
+        var object: (any Selectable)?
+        var generation: UInt32 = 0
+    }
+    private var slots: [Slot] = []
+    private var running = true
+    private var timers = Heap<TimerEntry>()
+    private var timerSequence: UInt64 = 0
+    /// Work deferred to the end of the current turn (not inline in a user's call).
+    private var deferred: [() -> Void] = []
+    private var localTasks: [() -> Void] = []
+
+    /// The buffer every connection on this loop reads into; valid only on the loop.
+    package let readBuffer: UnsafeMutableRawBufferPointer
+    package static let readBufferSize = 64 * 1024
+
+    private struct TimerEntry: Comparable {
+        let deadline: ContinuousClock.Instant
+        let sequence: UInt64
+        let timer: LoopTimer
+        static func < (a: TimerEntry, b: TimerEntry) -> Bool {
+            a.deadline == b.deadline ? a.sequence < b.sequence : a.deadline < b.deadline
+        }
+        static func == (a: TimerEntry, b: TimerEntry) -> Bool { a.sequence == b.sequence }
+    }
+
+    /// Creates the loop and starts its thread.
+    package init(index: Int, name: String) throws(TransportError) {
+        self.index = index
+        do {
+            epfd = try Posix.epollCreate()
+        } catch {
+            throw ErrnoTable.error(error, while: "creating an event loop")
+        }
+        do {
+            wakeFD = try Posix.eventfdCreate()
+            try Posix.epollControl(epfd, EPOLL_CTL_ADD, wakeFD, events: EPOLLIN.rawValue, data: Self.wakeToken)
+        } catch {
+            try? Posix.close(epfd)
+            throw ErrnoTable.error(error, while: "creating an event loop")
+        }
+        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        try startThread(name: name)
+    }
+
+    private func startThread(name: String) throws(TransportError) {
+        let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
+        var handle = pthread_t()
+        let status = pthread_create(&handle, nil, { raw in
+            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
+            let name = String(start.name.prefix(15))
+            _ = csy_pthread_setname(name)
+            start.loop.run()
+            return nil
+        }, box.toOpaque())
+        if status != 0 {
+            box.release()
+            throw ErrnoTable.error(errno: status, message: "starting an event loop thread")
+        }
+        thread = handle
+    }
+
+    private final class ThreadStart {
+        let loop: EpollEventLoop
+        let name: String
+        init(loop: EpollEventLoop, name: String) {
+            self.loop = loop
+            self.name = name
+        }
+    }
+
+    package var inEventLoop: Bool {
+        threadID.load(ordering: .acquiring) == UInt(pthread_self())
+    }
+
+    @inline(__always)
+    package func assertInLoop(file: StaticString = #file, line: UInt = #line) {
+        assert(inEventLoop, "called off the event loop", file: file, line: line)
+    }
+
+    package func execute(_ work: @escaping @Sendable () -> Void) {
+        if inEventLoop {
+            localTasks.append(work)
+            return
+        }
+        let wake = tasks.withLock { queue -> Bool in
+            if queue.stopped { return false }
+            queue.items.append(work)
+            if queue.wakePending { return false }
+            queue.wakePending = true
+            return true
+        }
+        if wake { try? Posix.eventfdSignal(wakeFD) }
+    }
+
+    /// Runs `work` at the end of the current turn of the loop. Call on the loop; used so
+    /// that callbacks never run inside the user call that caused them.
+    package func deferToEndOfTurn(_ work: @escaping () -> Void) {
+        assertInLoop()
+        deferred.append(work)
+    }
+
+    /// Runs `work` on the loop after `delay`. Call on the loop.
+    @discardableResult
+    package func schedule(after delay: Duration, _ work: @escaping () -> Void) -> LoopTimer {
+        assertInLoop()
+        let timer = LoopTimer(work: work)
+        timerSequence += 1
+        timers.insert(TimerEntry(deadline: .now + delay, sequence: timerSequence, timer: timer))
+        return timer
+    }
+
+    // MARK: registration
+
+    /// Registers `object` for `fd` with `events`. Call on the loop.
+    package func register(_ fd: CInt, events: UInt32, object: any Selectable) throws(SyscallError) {
+        assertInLoop()
+        let index = Int(fd)
+        if index >= slots.count { slots.append(contentsOf: repeatElement(Slot(), count: index + 1 - slots.count + 64)) }
+        slots[index].generation &+= 1
+        slots[index].object = object
+        do throws(SyscallError) {
+            try Posix.epollControl(epfd, EPOLL_CTL_ADD, fd, events: events, data: token(fd))
+        } catch {
+            slots[index].object = nil
+            throw error
+        }
+    }
+
+    /// Changes the events `fd` is watched for. Call on the loop.
+    package func reregister(_ fd: CInt, events: UInt32) throws(SyscallError) {
+        try Posix.epollControl(epfd, EPOLL_CTL_MOD, fd, events: events, data: token(fd))
+    }
+
+    /// Stops watching `fd`. Call on the loop, before closing `fd`.
+    package func deregister(_ fd: CInt) {
+        assertInLoop()
+        let index = Int(fd)
+        guard index < slots.count, slots[index].object != nil else { return }
+        slots[index].object = nil
+        slots[index].generation &+= 1
+        try? Posix.epollControl(epfd, EPOLL_CTL_DEL, fd, events: 0, data: 0)
+    }
+
+    private func token(_ fd: CInt) -> UInt64 {
+        UInt64(slots[Int(fd)].generation) << 32 | UInt64(UInt32(bitPattern: fd))
+    }
+
+    // MARK: the loop
+
+    private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .releasing)
+        let capacity: CInt = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
+        defer { events.deallocate() }
+        while running {
+            let timeout = nextTimeout()
+            let count: Int
+            do {
+                count = try Posix.epollWait(epfd, events, capacity: capacity, timeoutMilliseconds: timeout)
+            } catch {
+                fatalError("epoll_wait failed on loop \(index): \(error)")
+            }
+            for i in 0..<count {
+                let event = events[i]
+                let data = event.data.u64
+                if data == Self.wakeToken {
+                    try? Posix.eventfdDrain(wakeFD)
+                    continue
+                }
+                let fd = Int(UInt32(truncatingIfNeeded: data))
+                let generation = UInt32(truncatingIfNeeded: data >> 32)
+                guard fd < slots.count, slots[fd].generation == generation, let object = slots[fd].object else { continue }
+                object.handleEvents(event.events)
+                runDeferred()
+            }
+            runTimers()
+            runTasks()
+        }
+        // Drain what is left so no continuation is stranded, then release the loop.
+        runTasks()
+        tasks.withLock { $0.stopped = true }
+        runTasks()
+        threadID.store(0, ordering: .releasing)
+    }
+
+    private func nextTimeout() -> CInt {
+        if !localTasks.isEmpty || !deferred.isEmpty { return 0 }
+        if tasks.withLock({ !$0.items.isEmpty }) { return 0 }
+        while let first = timers.min, first.timer.cancelled { _ = timers.popMin() }
+        guard let first = timers.min else { return -1 }
+        let remaining = ContinuousClock.now.duration(to: first.deadline)
+        if remaining <= .zero { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return CInt(min(milliseconds, 60_000))
+    }
+
+    private func runTimers() {
+        guard !timers.isEmpty else { return }
+        let now = ContinuousClock.now
+        while let first = timers.min, first.deadline <= now {
+            _ = timers.popMin()
+            if !first.timer.cancelled {
+                first.timer.cancelled = true
+                first.timer.work()
+                runDeferred()
+            }
+        }
+    }
+
+    private func runTasks() {
+        var batch = tasks.withLock { queue -> [() -> Void] in
+            queue.wakePending = false
+            if queue.items.isEmpty { return [] }
+            let items = queue.items
+            queue.items.removeAll(keepingCapacity: true)
+            return items
+        }
+        if !localTasks.isEmpty {
+            batch.append(contentsOf: localTasks)
+            localTasks.removeAll(keepingCapacity: true)
+        }
+        for work in batch {
+            work()
+            runDeferred()
+        }
+    }
+
+    @inline(__always)
+    private func runDeferred() {
+        while !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll(keepingCapacity: true)
+            for item in work { item() }
+        }
+    }
+
+    // MARK: stopping
+
+    /// Stops the loop after the work queued before this call, and waits for its thread.
+    /// Call from outside the loop. Idempotent.
+    package func stopAndJoin() {
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        guard let thread else { return }
+        self.thread = nil
+        execute { [self] in running = false }
+        pthread_join(thread, nil)
+        slots.removeAll()
+        try? Posix.close(wakeFD)
+        try? Posix.close(epfd)
+        readBuffer.deallocate()
+    }
+}
+
+/// A fixed set of loops; connections are spread over them round-robin.
+package final class EpollEventLoopGroup: Sendable {
+    package let loops: [EpollEventLoop]
+    private let cursor = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+
+    /// Starts `count` loops (default: one per core).
+    package init(count: Int?, name: String) throws(TransportError) {
+        let n = max(1, count ?? Posix.onlineCores())
+        var loops: [EpollEventLoop] = []
+        for i in 0..<n {
+            do {
+                loops.append(try EpollEventLoop(index: i, name: "\(name)-\(i)"))
+            } catch {
+                for loop in loops { loop.stopAndJoin() }
+                throw error
+            }
+        }
+        self.loops = loops
+    }
+
+    /// The next loop, round-robin.
+    package func next() -> EpollEventLoop {
+        let i = cursor.add(1, ordering: .relaxed).oldValue
+        return loops[i % loops.count]
+    }
+
+    /// Runs `work` on every loop and returns when all have run it (a barrier).
+    package func onEveryLoop(_ work: @escaping @Sendable (EpollEventLoop) -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            for loop in loops {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        loop.execute {
+                            work(loop)
+                            continuation.resume()
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every loop and joins its thread. Idempotent.
+    package func stop() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for loop in loops { loop.stopAndJoin() }
+    }
+}

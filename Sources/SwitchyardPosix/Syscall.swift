@@ -1,0 +1,250 @@
+// Every system call the POSIX backends make lives in this file and goes through one
+// helper, `syscall(_:_:)`: it retries EINTR, returns would-block as a value, reads errno
+// at once, and throws a typed `SyscallError` otherwise. No other file loops on EINTR or
+// reads errno.
+
+import Glibc
+package import CSwitchyardPosix
+package import Switchyard
+
+/// A failed system call: its name and errno.
+package struct SyscallError: Error, Sendable, CustomStringConvertible {
+    package let call: StaticString
+    package let errno: CInt
+    package init(call: StaticString, errno: CInt) {
+        self.call = call
+        self.errno = errno
+    }
+    package var description: String { "\(call): \(ErrnoTable.name(of: errno)) (\(errno))" }
+}
+
+/// The outcome of a nonblocking call: done with a value, or it would have blocked.
+package enum IOResult<Value> {
+    case done(Value)
+    case wouldBlock
+}
+
+/// Runs `body` (a call that returns -1 and sets errno on failure), retrying on EINTR.
+/// EAGAIN/EWOULDBLOCK, and EINPROGRESS from `connect`, come back as `.wouldBlock`.
+@inline(__always)
+package func syscall<T: FixedWidthInteger>(
+    _ call: StaticString, retryOnInterrupt: Bool = true, _ body: () -> T
+) throws(SyscallError) -> IOResult<T> {
+    while true {
+        let result = body()
+        if result >= 0 { return .done(result) }
+        let code = errno
+        switch code {
+        case EINTR where retryOnInterrupt: continue
+        case EAGAIN, EWOULDBLOCK, EINPROGRESS: return .wouldBlock
+        default: throw SyscallError(call: call, errno: code)
+        }
+    }
+}
+
+/// Like `syscall`, for calls that never legitimately block.
+@inline(__always)
+package func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ body: () -> T) throws(SyscallError) -> T {
+    switch try syscall(call, body) {
+    case .done(let value): return value
+    case .wouldBlock: throw SyscallError(call: call, errno: EAGAIN)
+    }
+}
+
+/// The system calls, one thin wrapper each.
+package enum Posix {
+    // MARK: sockets
+
+    package static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
+        try syscallNonBlocking("socket") { Glibc.socket(family, type | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+    }
+
+    package static func setOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, value: T) throws(SyscallError) {
+        _ = try syscallNonBlocking("setsockopt") {
+            withUnsafeBytes(of: value) { Glibc.setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
+        }
+    }
+
+    package static func getOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, as: T.Type, initial: T) throws(SyscallError) -> T {
+        var value = initial
+        var length = socklen_t(MemoryLayout<T>.size)
+        _ = try syscallNonBlocking("getsockopt") {
+            withUnsafeMutableBytes(of: &value) { Glibc.getsockopt(fd, level, name, $0.baseAddress, &length) }
+        }
+        return value
+    }
+
+    package static func bind(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) {
+        _ = try syscallNonBlocking("bind") { address.withSockaddr { Glibc.bind(fd, $0, $1) } }
+    }
+
+    package static func listen(_ fd: CInt, backlog: CInt) throws(SyscallError) {
+        _ = try syscallNonBlocking("listen") { Glibc.listen(fd, backlog) }
+    }
+
+    /// Accepts one connection, nonblocking and close-on-exec; `.wouldBlock` when none waits.
+    package static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SocketAddress)> {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = try syscall("accept4") {
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    csy_accept4(fd, $0, &length, CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                }
+            }
+        }
+        switch result {
+        case .done(let client): return .done((client, SocketAddress(storage: storage, length: length)))
+        case .wouldBlock: return .wouldBlock
+        }
+    }
+
+    /// Starts a nonblocking connect: `.done` when it connected at once, `.wouldBlock`
+    /// while in progress (wait for writability, then `socketError`).
+    package static func connect(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) -> IOResult<Void> {
+        switch try syscall("connect", { address.withSockaddr { Glibc.connect(fd, $0, $1) } }) {
+        case .done: return .done(())
+        case .wouldBlock: return .wouldBlock
+        }
+    }
+
+    /// The pending error of a socket (SO_ERROR), 0 if none.
+    package static func socketError(_ fd: CInt) throws(SyscallError) -> CInt {
+        try getOption(fd, level: SOL_SOCKET, name: SO_ERROR, as: CInt.self, initial: 0)
+    }
+
+    package static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+        try syscall("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
+    }
+
+    /// Sends without ever raising SIGPIPE.
+    package static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+        try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, CInt(MSG_NOSIGNAL)) }
+    }
+
+    /// Gathers `count` iovecs into one send, without ever raising SIGPIPE.
+    package static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
+        var message = msghdr()
+        message.msg_iov = iovecs
+        message.msg_iovlen = count
+        return try syscall("sendmsg") { Glibc.sendmsg(fd, &message, CInt(MSG_NOSIGNAL)) }
+    }
+
+    package static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
+        _ = try syscallNonBlocking("shutdown") { Glibc.shutdown(fd, how) }
+    }
+
+    /// Closes a descriptor. Never retried: on Linux the descriptor is gone even when
+    /// close reports EINTR, and a retry could close a descriptor another thread just got.
+    package static func close(_ fd: CInt) throws(SyscallError) {
+        _ = try syscall("close", retryOnInterrupt: false) { Glibc.close(fd) }
+    }
+
+    package static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = try syscallNonBlocking("getsockname") {
+            withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.getsockname(fd, $0, &length) } }
+        }
+        return SocketAddress(storage: storage, length: length)
+    }
+
+    package static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = try syscallNonBlocking("getpeername") {
+            withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.getpeername(fd, $0, &length) } }
+        }
+        return SocketAddress(storage: storage, length: length)
+    }
+
+    // MARK: epoll and eventfd
+
+    package static func epollCreate() throws(SyscallError) -> CInt {
+        try syscallNonBlocking("epoll_create1") { epoll_create1(CInt(EPOLL_CLOEXEC)) }
+    }
+
+    package static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = data
+        _ = try syscallNonBlocking("epoll_ctl") { epoll_ctl(epfd, op, fd, &event) }
+    }
+
+    /// Waits for events; an interrupted wait returns 0 events instead of retrying, so the
+    /// caller recomputes its timeout.
+    package static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
+        switch try syscall("epoll_wait", retryOnInterrupt: false, { () -> CInt in
+            let n = epoll_wait(epfd, events, capacity, timeoutMilliseconds)
+            return n < 0 && errno == EINTR ? 0 : n
+        }) {
+        case .done(let n): return Int(n)
+        case .wouldBlock: return 0
+        }
+    }
+
+    package static func eventfdCreate() throws(SyscallError) -> CInt {
+        try syscallNonBlocking("eventfd") { eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK)) }
+    }
+
+    package static func eventfdSignal(_ fd: CInt) throws(SyscallError) {
+        _ = try syscall("eventfd_write") { eventfd_write(fd, 1) }
+    }
+
+    package static func eventfdDrain(_ fd: CInt) throws(SyscallError) {
+        var value: eventfd_t = 0
+        _ = try syscall("eventfd_read") { eventfd_read(fd, &value) }
+    }
+
+    // MARK: threads and the process
+
+    package static func onlineCores() -> Int {
+        max(1, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
+    }
+
+    // MARK: name resolution (getaddrinfo reports through its return value, not errno)
+
+    /// Resolves `host` for TCP with `getaddrinfo`. Blocking: call it off the event loops.
+    package static func resolve(host: String, port: Int) -> Result<[SocketAddress], TransportError> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_ADDRCONFIG
+        var list: UnsafeMutablePointer<addrinfo>?
+        var status: CInt
+        repeat {
+            status = getaddrinfo(host, String(port), &hints, &list)
+        } while status == EAI_SYSTEM && errno == EINTR
+        guard status == 0, let first = list else {
+            let native = TransportError.NativeError(domain: .addrinfo, code: status, name: eaiName(status))
+            let detail = String(cString: gai_strerror(status))
+            return .failure(.nameResolution(host, detail: detail, native: native))
+        }
+        defer { freeaddrinfo(first) }
+        var addresses: [SocketAddress] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            if let address = entry.pointee.ai_addr {
+                addresses.append(SocketAddress(address, length: entry.pointee.ai_addrlen))
+            }
+            cursor = entry.pointee.ai_next
+        }
+        if addresses.isEmpty {
+            return .failure(.nameResolution(host, detail: "no addresses", native: nil))
+        }
+        return .success(addresses)
+    }
+
+    private static func eaiName(_ code: CInt) -> String {
+        switch code {
+        case EAI_NONAME: "EAI_NONAME"
+        case EAI_AGAIN: "EAI_AGAIN"
+        case EAI_FAIL: "EAI_FAIL"
+        case EAI_FAMILY: "EAI_FAMILY"
+        case EAI_MEMORY: "EAI_MEMORY"
+        case EAI_SERVICE: "EAI_SERVICE"
+        case EAI_SYSTEM: "EAI_SYSTEM"
+        default: "EAI_\(code)"
+        }
+    }
+}
