@@ -1,6 +1,6 @@
 import DequeModule
 import Glibc
-import CSwitchyardPosix
+package import CSwitchyardPosix
 import HeapModule
 package import Switchyard
 import Synchronization
@@ -61,6 +61,9 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     /// The buffer every connection on this loop reads into; valid only on the loop.
     package let readBuffer: UnsafeMutableRawBufferPointer
     package static let readBufferSize = 64 * 1024
+    /// Scratch iovecs for gathered writes; valid only on the loop.
+    package let writeVectors: UnsafeMutablePointer<iovec>
+    package static let writeVectorCount = 64
 
     private struct TimerEntry: Comparable {
         let deadline: ContinuousClock.Instant
@@ -88,6 +91,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
             throw ErrnoTable.error(error, while: "creating an event loop")
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        writeVectors = .allocate(capacity: Self.writeVectorCount)
         try startThread(name: name)
     }
 
@@ -298,6 +302,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         try? Posix.close(wakeFD)
         try? Posix.close(epfd)
         readBuffer.deallocate()
+        writeVectors.deallocate()
     }
 }
 

@@ -53,6 +53,15 @@ package func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ bo
 
 /// The system calls, one thin wrapper each.
 package enum Posix {
+    /// epoll event bits, as `UInt32`.
+    package enum Events {
+        package static let input = EPOLLIN.rawValue
+        package static let output = EPOLLOUT.rawValue
+        package static let error = EPOLLERR.rawValue
+        package static let hangup = EPOLLHUP.rawValue
+        package static let readHangup = EPOLLRDHUP.rawValue
+    }
+
     // MARK: sockets
 
     package static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
@@ -157,6 +166,25 @@ package enum Posix {
         }
         return SocketAddress(storage: storage, length: length)
     }
+
+    /// Disables Nagle's algorithm, so small writes leave at once (request/response).
+    package static func setNoDelay(_ fd: CInt) throws(SyscallError) {
+        try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_NODELAY, value: CInt(1))
+    }
+
+    /// Lets a listener rebind a port whose old connections are in TIME_WAIT.
+    package static func setReuseAddress(_ fd: CInt) throws(SyscallError) {
+        try setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: CInt(1))
+    }
+
+    /// Makes the next close send a TCP reset instead of a FIN.
+    package static func setLingerZero(_ fd: CInt) throws(SyscallError) {
+        try setOption(fd, level: SOL_SOCKET, name: SO_LINGER, value: linger(l_onoff: 1, l_linger: 0))
+    }
+
+    package static let shutdownWrite = CInt(SHUT_WR)
+    package static let shutdownRead = CInt(SHUT_RD)
+    package static let streamSocket = CInt(SOCK_STREAM.rawValue)
 
     // MARK: epoll and eventfd
 

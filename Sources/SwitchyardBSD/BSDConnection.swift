@@ -1,0 +1,426 @@
+import DequeModule
+import Glibc
+import Switchyard
+import SwitchyardPosix
+import Synchronization
+
+/// A TCP connection on an epoll loop. See ``Connection`` for the contract.
+///
+/// Reads go into the loop's shared buffer and are handed to the handler borrowed, so a
+/// read allocates nothing. A write is sent at once when nothing is queued; only the part
+/// the kernel did not take is queued, and queued writes are gathered into one `sendmsg`.
+///
+/// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop`
+/// (public methods hop there first); `queuedBytesSnapshot` is atomic.
+final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Sendable {
+    let loop: EpollEventLoop
+    let localAddress: Endpoint
+    let remoteAddress: Endpoint
+    var backendName: String { "bsd" }
+    var eventLoop: any EventLoop { loop }
+
+    private let registry: ResourceRegistry
+    private var socket: Socket?
+    private let fd: CInt
+    private var handler: (any ConnectionHandler)?
+
+    private enum Lifecycle { case open, closed(TransportError) }
+    private var lifecycle = Lifecycle.open
+    private var wantsRead = false
+    private var readEnded = false
+    /// Removed from epoll after a hang-up while nobody reads, so level-triggered HUP
+    /// does not spin the loop; re-added when reading is asked for again.
+    private var parked = false
+    private var registeredEvents: UInt32 = 0
+
+    private struct PendingWrite {
+        var bytes: [UInt8]
+        var offset: Int
+        var completion: WriteCompletion?
+    }
+    private var writeQueue = Deque<PendingWrite>()
+    private var queuedBytes = 0
+    private let queuedBytesSnapshot = Atomic<Int>(0)
+
+    private enum Output { case open, shutdownPending(WriteCompletion?), shutdown }
+    private var output = Output.open
+
+    init(socket: consuming Socket, loop: EpollEventLoop, local: Endpoint, remote: Endpoint, registry: ResourceRegistry) {
+        self.fd = socket.descriptor
+        self.socket = .some(socket)
+        self.loop = loop
+        self.localAddress = local
+        self.remoteAddress = remote
+        self.registry = registry
+    }
+
+    /// Registers with the loop (interest in nothing yet: errors and hang-ups still
+    /// arrive) and with the transport. Call on the loop. Throws when the transport is
+    /// shutting down or epoll refuses.
+    func activate() throws(TransportError) {
+        loop.assertInLoop()
+        guard registry.insert(self) else {
+            closeDescriptor()
+            lifecycle = .closed(.transportShutdown())
+            throw TransportError.transportShutdown()
+        }
+        do {
+            try loop.register(fd, events: 0, object: self)
+        } catch {
+            let failure = ErrnoTable.error(error, while: "registering a connection")
+            terminate(failure, deferCallbacks: false)
+            throw failure
+        }
+    }
+
+    // MARK: Connection
+
+    func setHandler(_ handler: any ConnectionHandler) {
+        guard loop.inEventLoop else {
+            loop.execute { self.setHandler(handler) }
+            return
+        }
+        if case .closed(let failure) = lifecycle {
+            // It ended before anyone listened: tell the new handler, once.
+            let error: TransportError? = failure == .closedLocally() ? nil : failure
+            loop.deferToEndOfTurn { handler.connectionDidClose(error: error) }
+            return
+        }
+        self.handler = handler
+    }
+
+    func startReading() {
+        guard loop.inEventLoop else {
+            loop.execute { self.startReading() }
+            return
+        }
+        guard case .open = lifecycle, !wantsRead else { return }
+        wantsRead = true
+        if parked { unpark() }
+        updateInterest()
+    }
+
+    func stopReading() {
+        guard loop.inEventLoop else {
+            loop.execute { self.stopReading() }
+            return
+        }
+        guard case .open = lifecycle, wantsRead else { return }
+        wantsRead = false
+        updateInterest()
+    }
+
+    var pendingWriteBytes: Int {
+        loop.inEventLoop ? queuedBytes : queuedBytesSnapshot.load(ordering: .relaxed)
+    }
+
+    func write(_ bytes: [UInt8], completion: WriteCompletion?) {
+        guard loop.inEventLoop else {
+            loop.execute { self.write(bytes, completion: completion) }
+            return
+        }
+        if let refusal = writeRefusal() {
+            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            return
+        }
+        if writeQueue.isEmpty {
+            guard let written = bytes.withUnsafeBytes({ sendNow($0) }) else {
+                if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
+                return
+            }
+            if written == bytes.count {
+                if let completion { loop.deferToEndOfTurn { completion(nil) } }
+                return
+            }
+            enqueue(PendingWrite(bytes: bytes, offset: written, completion: completion))
+        } else {
+            enqueue(PendingWrite(bytes: bytes, offset: 0, completion: completion))
+        }
+    }
+
+    func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
+        guard loop.inEventLoop else {
+            let copy = Array(bytes)
+            loop.execute { self.write(copy, completion: completion) }
+            return
+        }
+        if let refusal = writeRefusal() {
+            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            return
+        }
+        if writeQueue.isEmpty {
+            guard let written = sendNow(bytes) else {
+                if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
+                return
+            }
+            if written == bytes.count {
+                if let completion { loop.deferToEndOfTurn { completion(nil) } }
+                return
+            }
+            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
+        } else {
+            enqueue(PendingWrite(bytes: Array(bytes), offset: 0, completion: completion))
+        }
+    }
+
+    func shutdownOutput(completion: WriteCompletion?) {
+        guard loop.inEventLoop else {
+            loop.execute { self.shutdownOutput(completion: completion) }
+            return
+        }
+        if let refusal = writeRefusal() {
+            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            return
+        }
+        if writeQueue.isEmpty {
+            output = .shutdown
+            let failure = shutdownWriteSide()
+            if let completion { loop.deferToEndOfTurn { completion(failure) } }
+        } else {
+            output = .shutdownPending(completion)
+        }
+    }
+
+    func close() {
+        guard loop.inEventLoop else {
+            loop.execute { self.close() }
+            return
+        }
+        guard case .open = lifecycle else { return }
+        terminate(nil, deferCallbacks: true)
+    }
+
+    func reset() {
+        guard loop.inEventLoop else {
+            loop.execute { self.reset() }
+            return
+        }
+        guard case .open = lifecycle else { return }
+        try? Posix.setLingerZero(fd)
+        terminate(nil, deferCallbacks: true)
+    }
+
+    // MARK: LoopResource
+
+    func terminate(with error: TransportError) {
+        guard case .open = lifecycle else { return }
+        terminate(error, deferCallbacks: false)
+    }
+
+    // MARK: events
+
+    func handleEvents(_ events: UInt32) {
+        guard case .open = lifecycle else { return }
+        if events & Posix.Events.error != 0 {
+            let code = (try? Posix.socketError(fd)) ?? 0
+            if code != 0 {
+                terminate(ErrnoTable.error(errno: code, message: "connection to \(remoteAddress)"), deferCallbacks: false)
+                return
+            }
+        }
+        if events & Posix.Events.output != 0 {
+            flush()
+            guard case .open = lifecycle else { return }
+        }
+        if events & (Posix.Events.input | Posix.Events.hangup) != 0 {
+            if wantsRead && !readEnded {
+                readAvailable()
+            } else if events & Posix.Events.hangup != 0 && writeQueue.isEmpty {
+                park()
+            }
+        }
+    }
+
+    private func readAvailable() {
+        let buffer = loop.readBuffer
+        var rounds = 0
+        while wantsRead, !readEnded, case .open = lifecycle, rounds < 16 {
+            rounds += 1
+            do {
+                switch try Posix.receive(fd, into: buffer) {
+                case .wouldBlock:
+                    return
+                case .done(0):
+                    readEnded = true
+                    updateInterest()
+                    handler?.connectionDidReadEnd()
+                    return
+                case .done(let count):
+                    handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                    if count < buffer.count { return }
+                }
+            } catch {
+                terminate(ErrnoTable.error(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
+                return
+            }
+        }
+    }
+
+    // MARK: writing
+
+    /// Why a write cannot start, or nil.
+    private func writeRefusal() -> TransportError? {
+        if case .closed(let error) = lifecycle { return error }
+        if case .open = output { return nil }
+        return .outputShutdown()
+    }
+
+    private var terminalError: TransportError {
+        if case .closed(let error) = lifecycle { return error }
+        return .closedLocally()
+    }
+
+    /// Sends at once; the count the kernel took, or nil after a failure that ended the
+    /// connection (its callbacks deferred, since a user call is on the stack).
+    private func sendNow(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        if bytes.isEmpty { return 0 }
+        do {
+            switch try Posix.send(fd, bytes) {
+            case .done(let count): return count
+            case .wouldBlock: return 0
+            }
+        } catch {
+            terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
+            return nil
+        }
+    }
+
+    private func enqueue(_ write: PendingWrite) {
+        writeQueue.append(write)
+        queuedBytes += write.bytes.count - write.offset
+        queuedBytesSnapshot.store(queuedBytes, ordering: .relaxed)
+        updateInterest()
+    }
+
+    /// Sends queued writes, gathered, until the kernel stops taking them.
+    private func flush() {
+        var completed: [WriteCompletion] = []
+        while !writeQueue.isEmpty {
+            let vectors = loop.writeVectors
+            var count = 0
+            var offered = 0
+            // The pointers stay valid: each array is held by the queue, unmutated, until
+            // after the send below.
+            for write in writeQueue.prefix(EpollEventLoop.writeVectorCount) {
+                let remaining = write.bytes.count - write.offset
+                if remaining == 0 { continue }
+                let base = write.bytes.withUnsafeBytes { $0.baseAddress! } + write.offset
+                vectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: remaining)
+                count += 1
+                offered += remaining
+            }
+            var sent = 0
+            if count > 0 {
+                do {
+                    switch try Posix.sendGathered(fd, vectors, count: count) {
+                    case .wouldBlock: sent = -1
+                    case .done(let n): sent = n
+                    }
+                } catch {
+                    terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
+                    for completion in completed { completion(nil) }
+                    return
+                }
+            }
+            if sent < 0 { break }
+            queuedBytes -= sent
+            var left = sent
+            while let first = writeQueue.first {
+                let remaining = first.bytes.count - first.offset
+                if remaining <= left {
+                    left -= remaining
+                    let done = writeQueue.removeFirst()
+                    if let completion = done.completion { completed.append(completion) }
+                } else {
+                    writeQueue[writeQueue.startIndex].offset += left
+                    left = 0
+                    break
+                }
+            }
+            if sent < offered { break }
+        }
+        queuedBytesSnapshot.store(queuedBytes, ordering: .relaxed)
+        let drained = writeQueue.isEmpty
+        var shutdownCompletion: WriteCompletion?? = nil
+        var shutdownFailure: TransportError?
+        if drained, case .shutdownPending(let completion) = output {
+            output = .shutdown
+            shutdownFailure = shutdownWriteSide()
+            shutdownCompletion = .some(completion)
+        }
+        updateInterest()
+        for completion in completed { completion(nil) }
+        if case .some(.some(let completion)) = shutdownCompletion { completion(shutdownFailure) }
+        if drained, case .open = lifecycle { handler?.connectionDidDrainWrites() }
+    }
+
+    private func shutdownWriteSide() -> TransportError? {
+        do {
+            try Posix.shutdown(fd, how: Posix.shutdownWrite)
+            return nil
+        } catch {
+            return ErrnoTable.error(error, while: "shutting down output to \(remoteAddress)")
+        }
+    }
+
+    // MARK: interest, parking, ending
+
+    private func updateInterest() {
+        guard case .open = lifecycle, !parked else { return }
+        var events: UInt32 = 0
+        if wantsRead && !readEnded { events |= Posix.Events.input }
+        if !writeQueue.isEmpty { events |= Posix.Events.output }
+        guard events != registeredEvents else { return }
+        do {
+            try loop.reregister(fd, events: events)
+            registeredEvents = events
+        } catch {
+            terminate(ErrnoTable.error(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+        }
+    }
+
+    private func park() {
+        guard !parked else { return }
+        loop.deregister(fd)
+        parked = true
+        registeredEvents = 0
+    }
+
+    private func unpark() {
+        parked = false
+        do {
+            try loop.register(fd, events: 0, object: self)
+        } catch {
+            terminate(ErrnoTable.error(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+        }
+    }
+
+    private func closeDescriptor() {
+        if !parked { loop.deregister(fd) }
+        socket.take()?.close()
+    }
+
+    /// Ends the connection once: `error` nil for a local close. Pending writes complete
+    /// with the error (or `cancelled`/`closed`), then the handler hears of the close.
+    private func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+        guard case .open = lifecycle else { return }
+        let failure = error ?? .closedLocally()
+        lifecycle = .closed(failure)
+        closeDescriptor()
+        registry.remove(self)
+        let writes = writeQueue
+        writeQueue.removeAll()
+        queuedBytes = 0
+        queuedBytesSnapshot.store(0, ordering: .relaxed)
+        var shutdownCompletion: WriteCompletion?
+        if case .shutdownPending(let completion) = output { shutdownCompletion = completion }
+        let handler = self.handler
+        self.handler = nil
+        let callbacks = {
+            for write in writes { write.completion?(failure) }
+            shutdownCompletion?(failure)
+            handler?.connectionDidClose(error: error)
+        }
+        if deferCallbacks { loop.deferToEndOfTurn(callbacks) } else { callbacks() }
+    }
+}

@@ -1,0 +1,140 @@
+import Glibc
+import Switchyard
+import SwitchyardPosix
+import Synchronization
+
+/// A listening TCP socket on one loop; accepted connections are spread over every loop
+/// of the transport. See ``Listener`` for the contract.
+///
+/// ``close()`` acts at once from any thread: it shuts the socket's read side down, which
+/// on Linux stops the listener (new connects are refused), then the loop deregisters and
+/// closes the descriptor.
+///
+/// Safety of `@unchecked Sendable`: `socket`, `pausedTimer` and `registered` are touched
+/// only on `loop`; `closing` is atomic; the rest is immutable.
+final class BSDListener: Listener, Selectable, @unchecked Sendable {
+    let localAddress: Endpoint
+    let connections = AcceptedConnections()
+    var backendName: String { "bsd" }
+
+    private let loop: EpollEventLoop
+    private let group: EpollEventLoopGroup
+    private let registry: ResourceRegistry
+    private let fd: CInt
+    private var socket: Socket?
+    private var registered = false
+    private var paused = false
+    private let closing = Atomic<Bool>(false)
+    private let onClose: @Sendable (BSDListener) -> Void
+
+    /// Binds and listens (on the caller's thread: it does not block); `start()` then
+    /// begins accepting on `loop`.
+    init(
+        address: SocketAddress, backlog: Int, loop: EpollEventLoop, group: EpollEventLoopGroup,
+        registry: ResourceRegistry, onClose: @escaping @Sendable (BSDListener) -> Void
+    ) throws(TransportError) {
+        let fd: CInt
+        do {
+            fd = try Posix.socket(family: address.family, type: Posix.streamSocket)
+        } catch {
+            throw ErrnoTable.error(error, while: "opening a listening socket")
+        }
+        var socket: Socket? = Socket(takingOwnershipOf: fd)
+        do {
+            try Posix.setReuseAddress(fd)
+            try Posix.bind(fd, address)
+            try Posix.listen(fd, backlog: CInt(clamping: backlog))
+            self.localAddress = try Posix.localAddress(fd).endpoint
+        } catch {
+            socket.take()?.close()
+            throw ErrnoTable.error(error, while: "listening on \(address)")
+        }
+        self.fd = fd
+        self.socket = socket.take()
+        self.loop = loop
+        self.group = group
+        self.registry = registry
+        self.onClose = onClose
+    }
+
+    /// Registers with the loop. Call on the loop.
+    func start() throws(TransportError) {
+        do {
+            try loop.register(fd, events: Posix.Events.input, object: self)
+            registered = true
+        } catch {
+            throw ErrnoTable.error(error, while: "watching the listener on \(localAddress)")
+        }
+    }
+
+    func close() {
+        guard !closing.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Stops the kernel accepting now; the descriptor stays ours until the loop closes it.
+        try? Posix.shutdown(fd, how: Posix.shutdownRead)
+        connections.finish()
+        loop.execute { self.release() }
+        onClose(self)
+    }
+
+    private func release() {
+        if registered { loop.deregister(fd) }
+        registered = false
+        socket.take()?.close()
+        connections.finish()
+    }
+
+    func handleEvents(_ events: UInt32) {
+        guard !closing.load(ordering: .acquiring), socket != nil, !paused else { return }
+        for _ in 0..<256 {
+            let accepted: (CInt, SocketAddress)
+            do {
+                switch try Posix.accept(fd) {
+                case .wouldBlock: return
+                case .done(let result): accepted = result
+                }
+            } catch {
+                switch error.errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    pauseAccepting()
+                    return
+                case ECONNABORTED, EPROTO, EPERM:
+                    continue
+                default:
+                    return
+                }
+            }
+            hand(Socket(takingOwnershipOf: accepted.0), remote: accepted.1.endpoint)
+        }
+    }
+
+    /// Out of descriptors: stop accepting for a while rather than spin on the error.
+    private func pauseAccepting() {
+        paused = true
+        try? loop.reregister(fd, events: 0)
+        loop.schedule(after: .milliseconds(100)) { [self] in
+            paused = false
+            if registered { try? loop.reregister(fd, events: Posix.Events.input) }
+        }
+    }
+
+    private func hand(_ socket: consuming Socket, remote: Endpoint) {
+        let fd = socket.descriptor
+        try? Posix.setNoDelay(fd)
+        guard let local = try? Posix.localAddress(fd).endpoint else {
+            socket.close()
+            return
+        }
+        let target = group.next()
+        let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, registry: registry)
+        let connections = self.connections
+        let activate: @Sendable () -> Void = {
+            do {
+                try connection.activate()
+            } catch {
+                return
+            }
+            if !connections.yield(connection) { connection.close() }
+        }
+        if target === loop { activate() } else { target.execute(activate) }
+    }
+}

@@ -1,0 +1,152 @@
+public import Switchyard
+import SwitchyardPosix
+import Synchronization
+
+/// The BSD sockets backend (`"bsd"`): nonblocking TCP sockets on epoll event loops, one
+/// thread per loop (one per core by default), eventfd wake-ups, each connection pinned
+/// to one loop. See ``Transport`` for the contract it keeps.
+///
+/// ```swift
+/// let transport = try BSDTransport()
+/// let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
+/// ```
+public final class BSDTransport: Transport {
+    /// The registry entry for this backend.
+    public static let backend = TransportBackend(
+        name: "bsd", summary: "BSD sockets on epoll event loops", usesSockets: true,
+        make: { try BSDTransport(configuration: $0) })
+
+    public var name: String { "bsd" }
+
+    private let group: EpollEventLoopGroup
+    private let resources = ResourceRegistry()
+
+    private struct State {
+        var accepting = true
+        var stopped = false
+        var listeners: [ObjectIdentifier: BSDListener] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// Starts the transport's event loops.
+    public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
+    }
+
+    /// The number of event loops (threads).
+    public var eventLoopCount: Int { group.loops.count }
+
+    public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
+        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try Endpoint.validate(host: endpoint.host)
+        let start = ContinuousClock.now
+        let addresses = try await Resolver.resolve(endpoint)
+        var lastError: TransportError?
+        for address in addresses {
+            let remaining = options.timeout - start.duration(to: .now)
+            if remaining <= .zero {
+                throw TransportError(code: .deadlineExceeded, reason: .connectTimeout, message: "connecting to \(endpoint) took longer than \(options.timeout)")
+            }
+            do {
+                return try await connect(to: address, timeout: remaining)
+            } catch let error as TransportError {
+                // Try the next address only when this one was not there.
+                guard error.code == .unavailable, error.reason == .refused || error.reason == .unreachable else { throw error }
+                lastError = error
+            }
+        }
+        throw lastError ?? TransportError.nameResolution(endpoint.host, detail: "no addresses")
+    }
+
+    private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {
+        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: resources)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                connector.start(continuation)
+            }
+        } onCancel: {
+            connector.cancel()
+        }
+    }
+
+    public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
+        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try Endpoint.validate(host: endpoint.host)
+        let address: SocketAddress
+        if let literal = try SocketAddress(literal: endpoint) {
+            address = literal
+        } else {
+            guard let first = try await Resolver.resolve(endpoint).first else {
+                throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
+            }
+            address = first
+        }
+        let loop = group.next()
+        let listener = try BSDListener(
+            address: address, backlog: options.backlog, loop: loop, group: group, registry: resources,
+            onClose: { [weak self] listener in
+                _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
+            })
+        let admitted = state.withLock { state -> Bool in
+            guard state.accepting else { return false }
+            state.listeners[ObjectIdentifier(listener)] = listener
+            return true
+        }
+        guard admitted else {
+            listener.close()
+            throw TransportError.transportShutdown()
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            loop.execute {
+                do {
+                    try listener.start()
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+        return listener
+    }
+
+    /// Stops accepting new work and closes every listener.
+    private func stopAccepting() -> Bool {
+        let (listeners, first) = state.withLock { state -> ([BSDListener], Bool) in
+            let first = state.accepting
+            state.accepting = false
+            let listeners = Array(state.listeners.values)
+            state.listeners.removeAll()
+            return (listeners, first)
+        }
+        for listener in listeners { listener.close() }
+        return first
+    }
+
+    public func shutdown(gracePeriod: Duration) async {
+        _ = stopAccepting()
+        let deadline = ContinuousClock.now + gracePeriod
+        while resources.count > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        await shutdownNow()
+    }
+
+    public func shutdownNow() async {
+        _ = stopAccepting()
+        guard state.withLock({ state in
+            if state.stopped { return false }
+            state.stopped = true
+            return true
+        }) else { return }
+        for resource in resources.close() {
+            resource.loop.execute { resource.terminate(with: .transportShutdown()) }
+        }
+        // A barrier: every terminate above has run once each loop has run this.
+        await group.onEveryLoop { _ in }
+        group.stop()
+    }
+
+    deinit {
+        group.stop()
+    }
+}
