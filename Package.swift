@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Switchyard", targets: ["Switchyard"]),
         .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
         .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
+        .library(name: "SwitchyardUV", targets: ["SwitchyardUV"]),
         .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
         .executable(name: "echo-server", targets: ["echo-server"]),
@@ -58,6 +59,20 @@ let package = Package(
             name: "SwitchyardMemory",
             dependencies: [
                 "Switchyard", "SwitchyardPosix",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
+        // The system libuv (Debian: libuv1-dev), through pkg-config.
+        .systemLibrary(
+            name: "CLibUV",
+            pkgConfig: "libuv",
+            providers: [.apt(["libuv1-dev"])]
+        ),
+        .target(
+            name: "SwitchyardUV",
+            dependencies: [
+                "Switchyard", "CLibUV",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict

@@ -1,0 +1,1 @@
+// The libuv backend is being written; see issue 3.
