@@ -96,7 +96,6 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
         guard case .open = lifecycle, !wantsRead else { return }
         wantsRead = true
-        if parked { unpark() }
         updateInterest()
     }
 
@@ -366,10 +365,15 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     // MARK: interest, parking, ending
 
     private func updateInterest() {
-        guard case .open = lifecycle, !parked else { return }
+        guard case .open = lifecycle else { return }
         var events: UInt32 = 0
         if wantsRead && !readEnded { events |= Posix.Events.input }
         if !writeQueue.isEmpty { events |= Posix.Events.output }
+        if parked {
+            guard events != 0 else { return }
+            unpark()
+            guard case .open = lifecycle else { return }
+        }
         guard events != registeredEvents else { return }
         do {
             try loop.reregister(fd, events: events)

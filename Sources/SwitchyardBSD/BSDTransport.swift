@@ -132,13 +132,8 @@ public final class BSDTransport: Transport {
     }
 
     public func shutdownNow() async {
-        _ = stopAccepting()
-        guard state.withLock({ state in
-            if state.stopped { return false }
-            state.stopped = true
-            return true
-        }) else { return }
-        for resource in resources.close() {
+        guard let resources = beginStop() else { return }
+        for resource in resources {
             resource.loop.execute { resource.terminate(with: .transportShutdown()) }
         }
         // A barrier: every terminate above has run once each loop has run this.
@@ -146,7 +141,30 @@ public final class BSDTransport: Transport {
         group.stop()
     }
 
+    /// Closes listeners and marks the transport stopped; the resources to end, or nil if
+    /// it was already stopped.
+    private func beginStop() -> [any LoopResource]? {
+        _ = stopAccepting()
+        let first = state.withLock { state in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+        return first ? resources.close() : nil
+    }
+
     deinit {
-        group.stop()
+        // Dropped without a shutdown: end everything the same way, synchronously. Work
+        // queued on a loop runs before the loop stops, so each terminate runs first.
+        guard let resources = beginStop() else { return }
+        for resource in resources {
+            resource.loop.execute { resource.terminate(with: .transportShutdown()) }
+        }
+        let group = self.group
+        if group.loops.contains(where: { $0.inEventLoop }) {
+            // A loop cannot join itself.
+            _ = runOnNewThread(name: "sy-bsd-stop") { group.stop() }
+        } else {
+            group.stop()
+        }
     }
 }

@@ -24,18 +24,32 @@ package enum IOResult<Value> {
     case wouldBlock
 }
 
-/// Runs `body` (a call that returns -1 and sets errno on failure), retrying on EINTR.
-/// EAGAIN/EWOULDBLOCK, and EINPROGRESS from `connect`, come back as `.wouldBlock`.
+/// What an EINTR means to a call.
+package enum InterruptPolicy {
+    /// Call again (almost every call).
+    case retry
+    /// Report it as `.wouldBlock` and let the caller decide: `close` (on Linux the
+    /// descriptor is gone even when close reports EINTR, and a retry could close a
+    /// descriptor another thread just got) and `epoll_wait` (the caller recomputes its
+    /// timeout).
+    case wouldBlock
+}
+
+/// Runs `body` (a call that returns -1 and sets errno on failure), reading errno at once.
+/// EINTR is retried (or returned as would-block, per `onInterrupt`); EAGAIN/EWOULDBLOCK,
+/// and EINPROGRESS from `connect`, come back as `.wouldBlock`; any other errno is thrown.
 @inline(__always)
 package func syscall<T: FixedWidthInteger>(
-    _ call: StaticString, retryOnInterrupt: Bool = true, _ body: () -> T
+    _ call: StaticString, onInterrupt: InterruptPolicy = .retry, _ body: () -> T
 ) throws(SyscallError) -> IOResult<T> {
     while true {
         let result = body()
         if result >= 0 { return .done(result) }
         let code = errno
         switch code {
-        case EINTR where retryOnInterrupt: continue
+        case EINTR:
+            if case .retry = onInterrupt { continue }
+            return .wouldBlock
         case EAGAIN, EWOULDBLOCK, EINPROGRESS: return .wouldBlock
         default: throw SyscallError(call: call, errno: code)
         }
@@ -131,7 +145,8 @@ package enum Posix {
         try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, CInt(MSG_NOSIGNAL)) }
     }
 
-    /// Gathers `count` iovecs into one send, without ever raising SIGPIPE.
+    /// Gathers `count` iovecs into one send, without ever raising SIGPIPE (`sendmsg`
+    /// rather than `writev`, which takes no flags and so cannot say MSG_NOSIGNAL).
     package static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = iovecs
@@ -143,10 +158,9 @@ package enum Posix {
         _ = try syscallNonBlocking("shutdown") { Glibc.shutdown(fd, how) }
     }
 
-    /// Closes a descriptor. Never retried: on Linux the descriptor is gone even when
-    /// close reports EINTR, and a retry could close a descriptor another thread just got.
+    /// Closes a descriptor. Never retried (see ``InterruptPolicy/wouldBlock``).
     package static func close(_ fd: CInt) throws(SyscallError) {
-        _ = try syscall("close", retryOnInterrupt: false) { Glibc.close(fd) }
+        _ = try syscall("close", onInterrupt: .wouldBlock) { Glibc.close(fd) }
     }
 
     package static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
@@ -202,10 +216,7 @@ package enum Posix {
     /// Waits for events; an interrupted wait returns 0 events instead of retrying, so the
     /// caller recomputes its timeout.
     package static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
-        switch try syscall("epoll_wait", retryOnInterrupt: false, { () -> CInt in
-            let n = epoll_wait(epfd, events, capacity, timeoutMilliseconds)
-            return n < 0 && errno == EINTR ? 0 : n
-        }) {
+        switch try syscall("epoll_wait", onInterrupt: .wouldBlock, { epoll_wait(epfd, events, capacity, timeoutMilliseconds) }) {
         case .done(let n): return Int(n)
         case .wouldBlock: return 0
         }
@@ -239,10 +250,7 @@ package enum Posix {
         hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_ADDRCONFIG
         var list: UnsafeMutablePointer<addrinfo>?
-        var status: CInt
-        repeat {
-            status = getaddrinfo(host, String(port), &hints, &list)
-        } while status == EAI_SYSTEM && errno == EINTR
+        let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
             let native = TransportError.NativeError(domain: .addrinfo, code: status, name: eaiName(status))
             let detail = String(cString: gai_strerror(status))
