@@ -73,11 +73,28 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
     }
 
+    /// Runs `work` on the loop. If the loop has stopped, the transport shut down and
+    /// ended this connection before it stopped its loops (its state is final and no
+    /// longer touched by the loop), so `ifStopped` runs here instead: nothing is lost.
+    private func hop(_ work: @escaping @Sendable () -> Void, ifStopped: () -> Void = {}) {
+        if !loop.submit(work) { ifStopped() }
+    }
+
+    /// Closes the descriptor of a connection that never reached its loop (the loop had
+    /// stopped): nothing else can touch it.
+    func abandon() {
+        socket.take()?.close()
+        lifecycle = .closed(.transportShutdown())
+    }
+
     // MARK: Connection
 
     func setHandler(_ handler: any ConnectionHandler) {
         guard loop.inEventLoop else {
-            loop.execute { self.setHandler(handler) }
+            hop({ self.setHandler(handler) }, ifStopped: {
+                let error: TransportError? = self.terminalError == .closedLocally() ? nil : self.terminalError
+                handler.connectionDidClose(error: error)
+            })
             return
         }
         if case .closed(let failure) = lifecycle {
@@ -91,7 +108,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func startReading() {
         guard loop.inEventLoop else {
-            loop.execute { self.startReading() }
+            hop { self.startReading() }
             return
         }
         guard case .open = lifecycle, !wantsRead else { return }
@@ -101,7 +118,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func stopReading() {
         guard loop.inEventLoop else {
-            loop.execute { self.stopReading() }
+            hop { self.stopReading() }
             return
         }
         guard case .open = lifecycle, wantsRead else { return }
@@ -115,7 +132,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func write(_ bytes: [UInt8], completion: WriteCompletion?) {
         guard loop.inEventLoop else {
-            loop.execute { self.write(bytes, completion: completion) }
+            hop({ self.write(bytes, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
         if let refusal = writeRefusal() {
@@ -140,7 +157,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
         guard loop.inEventLoop else {
             let copy = Array(bytes)
-            loop.execute { self.write(copy, completion: completion) }
+            hop({ self.write(copy, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
         if let refusal = writeRefusal() {
@@ -164,7 +181,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func shutdownOutput(completion: WriteCompletion?) {
         guard loop.inEventLoop else {
-            loop.execute { self.shutdownOutput(completion: completion) }
+            hop({ self.shutdownOutput(completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
         if let refusal = writeRefusal() {
@@ -182,7 +199,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func close() {
         guard loop.inEventLoop else {
-            loop.execute { self.close() }
+            hop { self.close() }
             return
         }
         guard case .open = lifecycle else { return }
@@ -191,7 +208,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     func reset() {
         guard loop.inEventLoop else {
-            loop.execute { self.reset() }
+            hop { self.reset() }
             return
         }
         guard case .open = lifecycle else { return }

@@ -32,7 +32,9 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
 
     /// Connects; the result arrives through the continuation.
     func start(_ continuation: CheckedContinuation<BSDConnection, any Error>) {
-        loop.execute { self.begin(continuation) }
+        if !loop.submit({ self.begin(continuation) }) {
+            continuation.resume(throwing: TransportError.transportShutdown())
+        }
     }
 
     /// Asks the pending connect to end with `cancelled`/`task cancelled`. Any thread.

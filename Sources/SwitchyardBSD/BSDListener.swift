@@ -72,7 +72,10 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         // Stops the kernel accepting now; the descriptor stays ours until the loop closes it.
         try? Posix.shutdown(fd, how: Posix.shutdownRead)
         connections.finish()
-        loop.execute { self.release() }
+        if !loop.submit({ self.release() }) {
+            // The loop has stopped, so nothing else touches the socket now.
+            socket.take()?.close()
+        }
         onClose(self)
     }
 
@@ -135,6 +138,10 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
             }
             if !connections.yield(connection) { connection.close() }
         }
-        if target === loop { activate() } else { target.execute(activate) }
+        if target === loop {
+            activate()
+        } else if !target.submit(activate) {
+            connection.abandon()
+        }
     }
 }

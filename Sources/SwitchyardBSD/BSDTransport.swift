@@ -27,6 +27,7 @@ public final class BSDTransport: Transport {
         var listeners: [ObjectIdentifier: BSDListener] = [:]
     }
     private let state = Mutex(State())
+    private let stopped = Atomic<Bool>(false)
 
     /// Starts the transport's event loops.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
@@ -97,13 +98,18 @@ public final class BSDTransport: Transport {
             throw TransportError.transportShutdown()
         }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            loop.execute {
+            let started = loop.submit {
                 do {
                     try listener.start()
                     continuation.resume()
                 } catch {
+                    listener.close()
                     continuation.resume(throwing: error)
                 }
+            }
+            if !started {
+                listener.close()
+                continuation.resume(throwing: TransportError.transportShutdown())
             }
         }
         return listener
@@ -132,13 +138,18 @@ public final class BSDTransport: Transport {
     }
 
     public func shutdownNow() async {
-        guard let resources = beginStop() else { return }
+        guard let resources = beginStop() else {
+            // A second caller returns once the first has finished.
+            while !stopped.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(1)) }
+            return
+        }
         for resource in resources {
             resource.loop.execute { resource.terminate(with: .transportShutdown()) }
         }
         // A barrier: every terminate above has run once each loop has run this.
         await group.onEveryLoop { _ in }
         group.stop()
+        stopped.store(true, ordering: .releasing)
     }
 
     /// Closes listeners and marks the transport stopped; the resources to end, or nil if

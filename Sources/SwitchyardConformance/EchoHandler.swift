@@ -47,9 +47,10 @@ public final class EchoHandler: ConnectionHandler, @unchecked Sendable {
     /// Installs the handler and starts reading. Call once.
     public func start() {
         guard let connection else { return }
-        connection.setHandler(self)
-        // Off the loop, startReading hops there after setHandler, in call order.
+        // Set before any callback can run: callbacks start once setHandler and
+        // startReading reach the loop, in call order.
         reading = true
+        connection.setHandler(self)
         connection.startReading()
     }
 

@@ -43,6 +43,9 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         var stopped = false
     }
     private let tasks = Mutex(TaskQueue())
+    /// Set by other threads after they queue work, so the loop skips the lock on turns
+    /// with nothing queued (almost every turn under I/O load).
+    private let tasksQueued = Atomic<Bool>(false)
     private let threadID = Atomic<UInt>(0)
     private var thread: pthread_t?
 
@@ -135,14 +138,23 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
             localTasks.append(work)
             return
         }
-        let wake = tasks.withLock { queue -> Bool in
-            if queue.stopped { return false }
+        _ = submit(work)
+    }
+
+    /// Queues `work` for the loop from another thread; false (and `work` is not run) once
+    /// the loop has stopped, so the caller can finish the work another way.
+    package func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+        let (accepted, wake) = tasks.withLock { queue -> (Bool, Bool) in
+            if queue.stopped { return (false, false) }
             queue.items.append(work)
-            if queue.wakePending { return false }
+            // Inside the lock: a pending wake-up always comes with the flag set.
+            tasksQueued.store(true, ordering: .releasing)
+            if queue.wakePending { return (true, false) }
             queue.wakePending = true
-            return true
+            return (true, true)
         }
         if wake { try? Posix.eventfdSignal(wakeFD) }
+        return accepted
     }
 
     /// Runs `work` at the end of the current turn of the loop. Call on the loop; used so
@@ -232,13 +244,14 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         // Drain what is left so no continuation is stranded, then release the loop.
         runTasks()
         tasks.withLock { $0.stopped = true }
+        tasksQueued.store(true, ordering: .relaxed)
         runTasks()
         threadID.store(0, ordering: .releasing)
     }
 
     private func nextTimeout() -> CInt {
         if !localTasks.isEmpty || !deferred.isEmpty { return 0 }
-        if tasks.withLock({ !$0.items.isEmpty }) { return 0 }
+        if tasksQueued.load(ordering: .acquiring) { return 0 }
         while let first = timers.min, first.timer.cancelled { _ = timers.popMin() }
         guard let first = timers.min else { return -1 }
         let remaining = ContinuousClock.now.duration(to: first.deadline)
@@ -262,6 +275,8 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     private func runTasks() {
+        if localTasks.isEmpty && !tasksQueued.load(ordering: .acquiring) { return }
+        tasksQueued.store(false, ordering: .relaxed)
         var batch = tasks.withLock { queue -> [() -> Void] in
             queue.wakePending = false
             if queue.items.isEmpty { return [] }

@@ -1,4 +1,4 @@
-public import Switchyard
+import Switchyard
 import Synchronization
 
 /// A raw ``ConnectionHandler`` that records every event, for scenarios that check the
@@ -17,11 +17,22 @@ final class RecordingHandler: ConnectionHandler {
         var closes: [TransportError?] = []
         /// Bytes delivered after `connectionDidReadEnd` or `connectionDidClose`.
         var lateBytes = 0
+        /// Callbacks that ran off the connection's event loop (the contract says never).
+        var offLoopCalls: [String] = []
     }
 
     private let events = Mutex(Events())
+    private let loop: any EventLoop
 
-    init() {}
+    /// Makes a handler and installs it on `connection` (it does not start reading).
+    init(on connection: any Connection) {
+        self.loop = connection.eventLoop
+        connection.setHandler(self)
+    }
+
+    private func checkLoop(_ callback: String, _ events: inout Events) {
+        if !loop.inEventLoop { events.offLoopCalls.append(callback) }
+    }
 
     /// A copy of what has been recorded so far.
     var snapshot: Events { events.withLock { $0 } }
@@ -30,6 +41,7 @@ final class RecordingHandler: ConnectionHandler {
 
     func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {
         events.withLock { events in
+            checkLoop("connectionDidRead", &events)
             if events.readEnds > 0 || !events.closes.isEmpty { events.lateBytes += bytes.count }
             events.bytes.append(contentsOf: bytes)
             events.readCalls += 1
@@ -37,14 +49,14 @@ final class RecordingHandler: ConnectionHandler {
     }
 
     func connectionDidReadEnd() {
-        events.withLock { $0.readEnds += 1 }
+        events.withLock { checkLoop("connectionDidReadEnd", &$0); $0.readEnds += 1 }
     }
 
     func connectionDidDrainWrites() {
-        events.withLock { $0.drains += 1 }
+        events.withLock { checkLoop("connectionDidDrainWrites", &$0); $0.drains += 1 }
     }
 
     func connectionDidClose(error: TransportError?) {
-        events.withLock { $0.closes.append(error) }
+        events.withLock { checkLoop("connectionDidClose", &$0); $0.closes.append(error) }
     }
 }

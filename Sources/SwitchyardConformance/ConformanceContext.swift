@@ -1,0 +1,235 @@
+public import Switchyard
+
+/// What a scenario runs with: a client transport and a server transport (fresh for each
+/// run), and helpers that fail with a clear ``ConformanceFailure`` instead of hanging or
+/// trapping.
+///
+/// Every helper that waits has a time limit, so a scenario written with them cannot
+/// hang; a limit that passes fails naming what was being waited for.
+public struct ConformanceContext: Sendable {
+    /// The scenario's name, used in logs and failures.
+    public let scenario: String
+    /// The transport clients connect from.
+    public let client: any Transport
+    /// The transport servers listen on.
+    public let server: any Transport
+    /// The client backend's registered name.
+    public let clientBackend: String
+    /// The server backend's registered name.
+    public let serverBackend: String
+
+    public init(scenario: String, client: any Transport, server: any Transport, clientBackend: String, serverBackend: String) {
+        self.scenario = scenario
+        self.client = client
+        self.server = server
+        self.clientBackend = clientBackend
+        self.serverBackend = serverBackend
+    }
+
+    /// `client→server`.
+    public var pair: String { "\(clientBackend)→\(serverBackend)" }
+
+    /// Prints one line prefixed with the pair and the scenario.
+    public func log(_ message: String) {
+        print("[conformance] [\(pair)] \(scenario): \(message)")
+    }
+
+    // MARK: - Failing
+
+    /// A failure of this scenario at the caller's line.
+    public func failure(_ message: String, file: String = #fileID, line: Int = #line) -> ConformanceFailure {
+        ConformanceFailure(scenario: scenario, pair: pair, message: message, file: file, line: line)
+    }
+
+    /// Fails the scenario.
+    public func fail(_ message: String, file: String = #fileID, line: Int = #line) throws -> Never {
+        throw failure(message, file: file, line: line)
+    }
+
+    /// Fails with `message` unless `condition` holds.
+    public func expect(
+        _ condition: Bool, _ message: @autoclosure () -> String, file: String = #fileID, line: Int = #line
+    ) throws {
+        if !condition { throw failure(message(), file: file, line: line) }
+    }
+
+    /// Fails unless `received == expected`, saying both.
+    public func expectEqual<T: Equatable>(
+        _ received: T, _ expected: T, _ what: String, file: String = #fileID, line: Int = #line
+    ) throws {
+        if received != expected {
+            throw failure("\(what): expected \(expected), received \(received)", file: file, line: line)
+        }
+    }
+
+    /// Fails unless the bytes are equal, naming the first differing offset.
+    public func expectBytes(
+        _ received: [UInt8], _ expected: [UInt8], _ what: String, file: String = #fileID, line: Int = #line
+    ) throws {
+        if let difference = ConformancePattern.difference(received, expected) {
+            throw failure("\(what): \(difference)", file: file, line: line)
+        }
+    }
+
+    /// Fails unless `error` is a ``TransportError`` with this code and reason.
+    public func expectError(
+        _ error: (any Error)?, code: TransportError.Code, reason: TransportError.Reason, _ what: String,
+        file: String = #fileID, line: Int = #line
+    ) throws {
+        guard let error else {
+            throw failure("\(what): expected \(code) (\(reason)), but it succeeded", file: file, line: line)
+        }
+        guard let transportError = error as? TransportError else {
+            throw failure("\(what): expected TransportError \(code) (\(reason)), received \(type(of: error)): \(error)", file: file, line: line)
+        }
+        if transportError.code != code || transportError.reason != reason {
+            throw failure("\(what): expected \(code) (\(reason)), received \(transportError)", file: file, line: line)
+        }
+    }
+
+    /// Runs `body`, which must throw a ``TransportError`` with this code and reason
+    /// within `seconds`; returns that error.
+    @discardableResult
+    public func expectError<T: Sendable>(
+        code: TransportError.Code, reason: TransportError.Reason, _ what: String, within seconds: Double = 10,
+        file: String = #fileID, line: Int = #line, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> TransportError {
+        let outcome: Result<T, any Error> = try await within(seconds: seconds, what, file: file, line: line) {
+            do { return .success(try await body()) } catch { return .failure(error) }
+        }
+        switch outcome {
+        case .success(let value):
+            throw failure("\(what): expected \(code) (\(reason)), but it succeeded with \(value)", file: file, line: line)
+        case .failure(let error):
+            try expectError(error, code: code, reason: reason, what, file: file, line: line)
+            return error as! TransportError
+        }
+    }
+
+    /// Runs `body` and returns its result, or fails once `seconds` pass. A body that
+    /// does not finish is cancelled and abandoned; the caller never hangs.
+    public func within<T: Sendable>(
+        seconds: Double, _ what: String, file: String = #fileID, line: Int = #line,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let timeout = failure("timed out after \(seconds) s: \(what)", file: file, line: line)
+        return try await raceAgainstDeadline(.milliseconds(Int(seconds * 1000)), onTimeout: { timeout }, body)
+    }
+
+    /// Polls `condition` every few milliseconds until it holds, or fails after `seconds`.
+    public func waitUntil(
+        seconds: Double, _ what: String, file: String = #fileID, line: Int = #line, _ condition: () -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while !condition() {
+            if ContinuousClock.now >= deadline {
+                throw failure("timed out after \(seconds) s waiting until \(what)", file: file, line: line)
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    // MARK: - Transports
+
+    /// Listens on `host`, port 0 by default, on the server transport.
+    public func listen(host: String = "127.0.0.1", port: Int = 0, file: String = #fileID, line: Int = #line) async throws -> any Listener {
+        let server = self.server
+        do {
+            return try await within(seconds: 10, "listen on \(Endpoint(host: host, port: port))", file: file, line: line) {
+                try await server.listen(on: Endpoint(host: host, port: port))
+            }
+        } catch let error as TransportError {
+            throw failure("listen on \(Endpoint(host: host, port: port)) failed: \(error)", file: file, line: line)
+        }
+    }
+
+    /// Connects the client transport to `endpoint`.
+    public func connect(to endpoint: Endpoint, file: String = #fileID, line: Int = #line) async throws -> any Connection {
+        let client = self.client
+        do {
+            return try await within(seconds: 15, "connect to \(endpoint)", file: file, line: line) {
+                try await client.connect(to: endpoint)
+            }
+        } catch let error as TransportError {
+            throw failure("connect to \(endpoint) failed: \(error)", file: file, line: line)
+        }
+    }
+
+    /// The next connection `listener` accepted.
+    public func accept(from listener: any Listener, file: String = #fileID, line: Int = #line) async throws -> any Connection {
+        let accepted: (any Connection)? = try await within(seconds: 10, "accept on \(listener.localAddress)", file: file, line: line) {
+            var iterator = listener.connections.makeAsyncIterator()
+            return await iterator.next()
+        }
+        guard let accepted else {
+            throw failure("the listener on \(listener.localAddress) ended its connections before accepting one", file: file, line: line)
+        }
+        return accepted
+    }
+
+    /// The endpoint a client connects to for `listener`: `host` (the host listened on)
+    /// and the listener's port.
+    public func endpoint(of listener: any Listener, host: String = "127.0.0.1") -> Endpoint {
+        Endpoint(host: host, port: listener.localAddress.port)
+    }
+
+    /// A connected pair of raw connections, neither reading yet. The listener is closed
+    /// once the server side is accepted.
+    public func connectedRawPair(
+        host: String = "127.0.0.1", file: String = #fileID, line: Int = #line
+    ) async throws -> (client: any Connection, server: any Connection) {
+        let listener = try await listen(host: host, file: file, line: line)
+        defer { listener.close() }
+        let client = try await connect(to: endpoint(of: listener, host: host), file: file, line: line)
+        let server = try await accept(from: listener, file: file, line: line)
+        return (client, server)
+    }
+
+    /// A connected pair with the async face on both ends; the server side is taken from
+    /// the listener's ``Listener/connections``. The listener is closed afterwards.
+    public func connectedPair(
+        host: String = "127.0.0.1", file: String = #fileID, line: Int = #line
+    ) async throws -> (client: AsyncConnection, server: AsyncConnection) {
+        let (client, server) = try await connectedRawPair(host: host, file: file, line: line)
+        return (AsyncConnection(client), AsyncConnection(server))
+    }
+
+    /// Writes `bytes` on a raw connection and waits for the completion; returns its error.
+    public func write(
+        _ bytes: [UInt8], on connection: any Connection, seconds: Double = 30,
+        file: String = #fileID, line: Int = #line
+    ) async throws -> TransportError? {
+        try await within(seconds: seconds, "the completion of a \(bytes.count)-byte write", file: file, line: line) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<TransportError?, Never>) in
+                connection.write(bytes) { error in continuation.resume(returning: error) }
+            }
+        }
+    }
+
+    /// Reads exactly `count` bytes, failing after `seconds`.
+    public func read(
+        exactly count: Int, from connection: AsyncConnection, seconds: Double = 30,
+        file: String = #fileID, line: Int = #line
+    ) async throws -> [UInt8] {
+        do {
+            return try await within(seconds: seconds, "reading \(count) bytes", file: file, line: line) {
+                try await connection.read(exactly: count)
+            }
+        } catch let error as TransportError {
+            throw failure("reading \(count) bytes failed: \(error)", file: file, line: line)
+        }
+    }
+
+    /// Reads until end of stream, failing after `seconds`.
+    public func readToEnd(
+        from connection: AsyncConnection, seconds: Double = 30, file: String = #fileID, line: Int = #line
+    ) async throws -> [UInt8] {
+        do {
+            return try await within(seconds: seconds, "reading to end of stream", file: file, line: line) {
+                try await connection.readToEnd()
+            }
+        } catch let error as TransportError {
+            throw failure("reading to end of stream failed: \(error)", file: file, line: line)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+import Switchyard
+
+// Connect and accept: KIT-CHECKLIST section A, and H2.
+
+extension ConformanceScenario {
+    /// 1. Connect, accept, exchange bytes, close twice on each side.
+    public static let connectAcceptAndClose = ConformanceScenario(
+        "A client connects, the server accepts, both ends see each other's addresses, and close is idempotent",
+        checklist: ["A1", "A9", "E1", "E7", "F3"]
+    ) { context in
+        let listener = try await context.listen()
+        defer { listener.close() }
+        let listenAddress = listener.localAddress
+        try context.expect(listenAddress.port > 0, "the listener asked for port 0 reports port \(listenAddress.port); expected the port the system chose")
+        try context.expectEqual(listenAddress.host, "127.0.0.1", "the listener's host")
+        try context.expectEqual(listener.backendName, context.server.name, "the listener's backendName")
+
+        let client = try await context.connect(to: context.endpoint(of: listener))
+        let server = try await context.accept(from: listener)
+        context.log("client \(client.localAddress) → server \(server.localAddress) (listener \(listenAddress))")
+
+        func isWildcard(_ endpoint: Endpoint) -> Bool { ["0.0.0.0", "::", ""].contains(endpoint.host) }
+        try context.expectEqual(client.backendName, context.client.name, "the client connection's backendName")
+        try context.expectEqual(server.backendName, context.server.name, "the accepted connection's backendName")
+        try context.expect(client.localAddress.port > 0 && !isWildcard(client.localAddress), "the client's localAddress is \(client.localAddress); expected a real address and port")
+        try context.expectEqual(client.remoteAddress, Endpoint(host: "127.0.0.1", port: listenAddress.port), "the client's remoteAddress")
+        try context.expectEqual(server.localAddress, Endpoint(host: "127.0.0.1", port: listenAddress.port), "the accepted connection's localAddress")
+        try context.expectEqual(server.remoteAddress, client.localAddress, "the accepted connection's remoteAddress (the client's localAddress)")
+
+        // Both ends are active: a message each way.
+        let clientEvents = RecordingHandler(on: client)
+        let serverEvents = RecordingHandler(on: server)
+        client.startReading()
+        server.startReading()
+        let ping = ConformancePattern.bytes(count: 1000, seed: 101)
+        let pong = ConformancePattern.bytes(count: 1000, seed: 102)
+        try context.expectEqual(try await context.write(ping, on: client), nil, "the client's write completion")
+        try context.expectEqual(try await context.write(pong, on: server), nil, "the server's write completion")
+        try await context.waitUntil(seconds: 10, "the server read 1000 bytes (it has \(serverEvents.byteCount))") { serverEvents.byteCount >= 1000 }
+        try await context.waitUntil(seconds: 10, "the client read 1000 bytes (it has \(clientEvents.byteCount))") { clientEvents.byteCount >= 1000 }
+        try context.expectBytes(serverEvents.snapshot.bytes, ping, "what the server read")
+        try context.expectBytes(clientEvents.snapshot.bytes, pong, "what the client read")
+
+        // Close twice: one connectionDidClose, with nil. The peer sees a clean end of
+        // stream, not an error (E1's second half: a normal close gives none).
+        client.close()
+        client.close()
+        try await context.waitUntil(seconds: 5, "the client's connectionDidClose ran after close()") { !clientEvents.snapshot.closes.isEmpty }
+        try await context.waitUntil(seconds: 5, "the server saw end of stream after the client closed") { serverEvents.snapshot.readEnds > 0 }
+        client.close()
+        server.close()
+        server.close()
+        try await context.waitUntil(seconds: 5, "the server's connectionDidClose ran after close()") { !serverEvents.snapshot.closes.isEmpty }
+        try await Task.sleep(for: .milliseconds(100))
+        for (side, events) in [("client", clientEvents.snapshot), ("server", serverEvents.snapshot)] {
+            try context.expectEqual(events.closes.count, 1, "how many times the \(side)'s connectionDidClose ran after close() was called repeatedly")
+            try context.expect(events.closes[0] == nil, "the \(side)'s connectionDidClose after a local close got \(String(describing: events.closes[0])); expected nil")
+            try context.expect(events.readEnds <= 1, "the \(side)'s connectionDidReadEnd ran \(events.readEnds) times; expected at most once")
+            try context.expect(events.offLoopCalls.isEmpty, "the \(side)'s handler callbacks ran off the connection's event loop: \(events.offLoopCalls)")
+        }
+        try context.expectEqual(serverEvents.snapshot.readEnds, 1, "how many times the server saw end of stream")
+    }
+
+    /// 2. The same over `[::1]`.
+    public static let ipv6Loopback = ConformanceScenario(
+        "A client connects over IPv6 loopback and bytes echo intact",
+        checklist: ["A13", "H1"]
+    ) { context in
+        guard hostHasIPv6Loopback() else {
+            context.log("SKIPPED: this host cannot bind [::1] (no IPv6 loopback)")
+            return
+        }
+        let listener = try await context.listen(host: "::1")
+        defer { listener.close() }
+        try context.expectEqual(listener.localAddress.host, "::1", "the IPv6 listener's host")
+        let port = listener.localAddress.port
+        try context.expect(port > 0, "the IPv6 listener on port 0 reports port \(port)")
+        let client = AsyncConnection(try await context.connect(to: Endpoint(host: "::1", port: port)))
+        let server = AsyncConnection(try await context.accept(from: listener))
+        try context.expectEqual(client.connection.remoteAddress, Endpoint(host: "::1", port: port), "the client's remoteAddress")
+        try context.expectEqual(client.connection.localAddress.host, "::1", "the client's local host")
+        try context.expectEqual(server.connection.remoteAddress, client.connection.localAddress, "the accepted connection's remoteAddress")
+
+        let payload = ConformancePattern.bytes(count: 64 * 1024, seed: 2)
+        try await context.step("the client's write") { try await client.write(payload) }
+        let atServer = try await context.read(exactly: payload.count, from: server)
+        try context.expectBytes(atServer, payload, "what the server read over IPv6")
+        try await context.step("the server's write") { try await server.write(atServer) }
+        let atClient = try await context.read(exactly: payload.count, from: client)
+        try context.expectBytes(atClient, payload, "what the client read back over IPv6")
+        client.close()
+        server.close()
+    }
+
+    /// 8. A closed port refuses at once.
+    public static let connectionRefused = ConformanceScenario(
+        "Connecting to a port nobody listens on fails at once with unavailable (refused)",
+        checklist: ["A2", "A5"]
+    ) { context in
+        let listener = try await context.listen()
+        let port = listener.localAddress.port
+        listener.close()
+        let client = context.client
+        let started = ContinuousClock.now
+        try await context.expectError(code: .unavailable, reason: .refused, "connect to the closed port \(port)", within: 2) {
+            try await client.connect(to: Endpoint(host: "127.0.0.1", port: port))
+        }
+        context.log("refused after \(ContinuousClock.now - started)")
+    }
+
+    /// 9. A name that does not resolve fails at once, not after a timeout.
+    public static let unresolvableName = ConformanceScenario(
+        "Connecting to a name that does not resolve fails at once with unavailable (name resolution)",
+        checklist: ["H2"]
+    ) { context in
+        let client = context.client
+        let started = ContinuousClock.now
+        try await context.expectError(code: .unavailable, reason: .nameResolution, "connect to no-such-host.invalid", within: 2) {
+            try await client.connect(to: Endpoint(host: "no-such-host.invalid", port: 80))
+        }
+        context.log("the connect failed after \(ContinuousClock.now - started)")
+    }
+
+    /// 15. The server accepts and closes at once.
+    public static let acceptThenClose = ConformanceScenario(
+        "When the server accepts and closes at once, the client's read ends with end of stream or unavailable (reset)",
+        checklist: ["A12", "E3"]
+    ) { context in
+        let listener = try await context.listen()
+        defer { listener.close() }
+        let client = AsyncConnection(try await context.connect(to: context.endpoint(of: listener)))
+        let server = try await context.accept(from: listener)
+        server.close()
+        // TCP has completed the handshake before the accept, so the connect itself
+        // succeeded; the failure shows on the client's first read.
+        let outcome = try await context.expectEndOfStreamOrReset(client, "the client's read after the server accepted and closed")
+        context.log("the client's read ended with \(outcome)")
+        client.close()
+    }
+}
+
+extension ConformanceScenario {
+    /// 16. Bind errors, and binding again after close.
+    public static let listenErrors = ConformanceScenario(
+        "Listening on a port in use fails with unavailable (address in use), and the port can be listened on again after close",
+        checklist: ["A8"]
+    ) { context in
+        let first = try await context.listen()
+        let port = first.localAddress.port
+        let server = context.server
+        try await context.expectError(code: .unavailable, reason: .addressInUse, "a second listen on 127.0.0.1:\(port)", within: 5) {
+            try await server.listen(on: Endpoint(host: "127.0.0.1", port: port))
+        }
+        first.close()
+        let again = try await context.listen(port: port)
+        try context.expectEqual(again.localAddress.port, port, "the port of a listener made again after close")
+        // And it works: a client connects to it.
+        let client = try await context.connect(to: Endpoint(host: "127.0.0.1", port: port))
+        let accepted = try await context.accept(from: again)
+        client.close()
+        accepted.close()
+        again.close()
+    }
+}

@@ -1,0 +1,41 @@
+public import Switchyard
+import Synchronization
+
+/// A listener of the in-memory backend: an entry in the process-wide table that
+/// connects from any ``MemoryTransport`` of the process find.
+///
+/// It keeps the ``Listener`` contract: ``localAddress`` is readable at once (port 0 was
+/// replaced by the port it got); each connect that reaches it yields one connection,
+/// not reading yet, on a loop of the transport that listens; ``close()`` removes it
+/// from the table at once (later connects are refused), ends ``connections`` and
+/// closes the connections no one took. It closes too when its transport shuts down.
+public final class MemoryListener: Listener {
+    public var backendName: String { MemoryTransport.backendName }
+    public let localAddress: Endpoint
+    public let connections = AcceptedConnections()
+
+    let binding: MemoryNetwork.Binding
+    let core: MemoryTransportCore
+    private let closed = Atomic<Bool>(false)
+
+    init(core: MemoryTransportCore, host: String, port: Int) {
+        self.core = core
+        self.binding = MemoryNetwork.Binding(host: host, port: port)
+        self.localAddress = Endpoint(host: host, port: port)
+    }
+
+    public func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        MemoryNetwork.shared.unbind(self)
+        core.deregister(self)
+        connections.finish()
+    }
+
+    /// Hands the server end of a new connection to the user. Returns false when the
+    /// listener (or its transport) is closing; the caller then discards both ends and
+    /// refuses the connect.
+    func offer(_ connection: MemoryConnection) -> Bool {
+        guard !closed.load(ordering: .acquiring), core.register(connection) else { return false }
+        return connections.yield(connection)
+    }
+}

@@ -1,0 +1,73 @@
+import Switchyard
+import SwitchyardBackends
+import SwitchyardConformance
+import Testing
+
+/// One backend pairing, named `client→server` in test reports.
+struct BackendPairArgument: Sendable, Hashable, Codable, CustomTestStringConvertible {
+    var client: String
+    var server: String
+
+    var testDescription: String { "\(client)→\(server)" }
+
+    /// Every pairing the kit runs over the registered backends.
+    static var all: [BackendPairArgument] {
+        ConformanceKit.pairs(of: Backends.registry.all).map {
+            BackendPairArgument(client: $0.client.name, server: $0.server.name)
+        }
+    }
+}
+
+/// Every conformance scenario over every backend pairing, one test case each.
+///
+/// Serialized: the kit counts the process's open descriptors around each run to catch
+/// leaks, so no two runs (and nothing else that opens descriptors) may overlap. Run this
+/// target on its own for a reliable leak check:
+/// `swift test --filter SwitchyardConformanceTests`.
+@Suite("Conformance", .serialized)
+struct ConformanceTests {
+    init() {
+        ConformanceKit.prepareProcess()
+    }
+
+    @Test(
+        "Every backend pairing passes every conformance scenario",
+        arguments: ConformanceKit.scenarios.map(\.name), BackendPairArgument.all
+    )
+    func scenario(_ name: String, pair: BackendPairArgument) async throws {
+        let scenario = try #require(ConformanceKit.scenario(named: name))
+        let client = try Backends.registry.backend(named: pair.client)
+        let server = try Backends.registry.backend(named: pair.server)
+        do {
+            try await ConformanceKit.run(scenario, client: client, server: server)
+        } catch let failure as ConformanceFailure {
+            Issue.record("\(failure)")
+        }
+    }
+
+    @Test("The kit's pairs include every registered backend, as client and as server")
+    func pairsCoverEveryBackend() {
+        let backends = Backends.registry.all
+        let pairs = ConformanceKit.pairs(of: backends)
+        #expect(!backends.isEmpty)
+        for backend in backends {
+            #expect(pairs.contains { $0.client.name == backend.name }, "\(backend.name) is never the client")
+            #expect(pairs.contains { $0.server.name == backend.name }, "\(backend.name) is never the server")
+        }
+        let socketBackends = backends.filter(\.usesSockets)
+        #expect(pairs.count == socketBackends.count * socketBackends.count + (backends.count - socketBackends.count))
+        for pair in pairs where !pair.client.usesSockets || !pair.server.usesSockets {
+            #expect(pair.client.name == pair.server.name, "\(pair) pairs a backend without sockets with another backend")
+        }
+    }
+
+    @Test("Every scenario has a plain-sentence name, is unique, and names checklist items")
+    func scenariosAreWellFormed() {
+        let names = ConformanceKit.scenarios.map(\.name)
+        #expect(Set(names).count == names.count)
+        for scenario in ConformanceKit.scenarios {
+            #expect(!scenario.checklist.isEmpty, "\(scenario.name) covers no checklist item")
+            #expect(scenario.name.first?.isUppercase == true, "\(scenario.name)")
+        }
+    }
+}
