@@ -1,0 +1,294 @@
+// echo-client: drives an echo server and checks every echoed byte.
+//
+//     echo-client [--backend NAME] [--host HOST] [--port PORT]
+//                 [--count N] [--size BYTES] [--concurrency C] [--mode raw]
+//
+// Opens `concurrency` connections; each does `count` sequential round trips: it writes
+// one message of `size` bytes, reads back exactly `size` bytes, and compares them with
+// what it sent. Every message has its own deterministic pattern (seeded by connection
+// and message number), so an echo from the wrong message or connection is caught. Works
+// against any raw TCP echo server. Prints a summary; exits 1 on any error or mismatch.
+
+import ArgumentParser
+import Glibc
+import Switchyard
+import SwitchyardBackends
+
+@main
+struct EchoClient: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "echo-client",
+        abstract: "Sends messages to a TCP echo server over a Switchyard backend and checks the echoes.",
+        discussion: """
+            Prints a summary: messages, bytes, time, throughput (echoed bytes), and the \
+            p50 and p99 round-trip latency. Exits 1 on any error or mismatched byte.
+            """)
+
+    static let maximumSize = 64 * 1024 * 1024
+
+    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
+    var backend: String?
+
+    @Option(help: "The echo server's host.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The echo server's port.")
+    var port = 7007
+
+    @Option(help: "Round trips per connection.")
+    var count = 1000
+
+    @Option(help: "Bytes per message (1 ... 64 MiB).")
+    var size = 64
+
+    @Option(help: "Connections, run at once.")
+    var concurrency = 1
+
+    @Option(help: "What the server echoes: 'raw' bytes.")
+    var mode: EchoMode = .raw
+
+    @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
+    var eventLoops: Int?
+
+    @Option(name: .customLong("connect-timeout"), help: "Seconds each connect may take.")
+    var connectTimeout = 10.0
+
+    func validate() throws {
+        guard (1...65535).contains(port) else {
+            throw ValidationError("--port \(port) is out of range: use 1...65535")
+        }
+        do {
+            try Endpoint.validate(host: host)
+        } catch {
+            throw ValidationError("--host: \(error.message)")
+        }
+        guard count >= 1 else {
+            throw ValidationError("--count \(count) is out of range: each connection sends at least 1 message")
+        }
+        guard (1...Self.maximumSize).contains(size) else {
+            throw ValidationError("--size \(size) is out of range: use 1...\(Self.maximumSize) bytes (64 MiB)")
+        }
+        guard (1...10_000).contains(concurrency) else {
+            throw ValidationError("--concurrency \(concurrency) is out of range: use 1...10000 connections")
+        }
+        guard count.multipliedReportingOverflow(by: concurrency).overflow == false else {
+            throw ValidationError("--count \(count) x --concurrency \(concurrency) is too many messages")
+        }
+        if let eventLoops, !(1...1024).contains(eventLoops) {
+            throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
+        }
+        guard connectTimeout > 0, connectTimeout <= 3600 else {
+            throw ValidationError("--connect-timeout \(connectTimeout) is out of range: use a number of seconds in (0, 3600]")
+        }
+        do {
+            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
+        } catch {
+            throw ValidationError("--backend: \(error.message)")
+        }
+    }
+
+    func run() async throws {
+        let name = Backends.selectedName(explicit: backend)
+        let transport: any Transport
+        do {
+            transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
+        } catch {
+            fail("cannot start backend '\(name)': \(error)")
+        }
+
+        let endpoint = Endpoint(host: host, port: port)
+        let options = ConnectOptions(timeout: .milliseconds(Int64(connectTimeout * 1000)))
+        let (count, size) = (self.count, self.size)
+        let clock = ContinuousClock()
+        let start = clock.now
+        var latencies: [Duration] = []
+        do {
+            latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+                for index in 0..<concurrency {
+                    group.addTask {
+                        try await roundTrips(
+                            transport: transport, endpoint: endpoint, options: options,
+                            connection: index, count: count, size: size)
+                    }
+                }
+                var all: [Duration] = []
+                all.reserveCapacity(count * concurrency)
+                // The first failure ends the group, which cancels the other connections.
+                for try await some in group { all += some }
+                return all
+            }
+        } catch {
+            await transport.shutdownNow()
+            fail("\(error)")
+        }
+        let elapsed = clock.now - start
+        await transport.shutdown(gracePeriod: .seconds(1))
+
+        latencies.sort()
+        let messages = latencies.count
+        let bytes = messages * size
+        let seconds = elapsed.seconds
+        let mibPerSecond = seconds > 0 ? Double(bytes) / seconds / (1024 * 1024) : 0
+        print("echo-client: backend \(transport.name), \(concurrency) connection\(concurrency == 1 ? "" : "s") x \(count) message\(count == 1 ? "" : "s") of \(size) B to \(endpoint)")
+        print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(percentile(latencies, 50))) us  p99 \(microseconds(percentile(latencies, 99))) us")
+        fflush(nil)
+    }
+}
+
+/// The modes the client speaks; framed mode comes later.
+enum EchoMode: String, ExpressibleByArgument, CaseIterable {
+    case raw
+}
+
+/// What went wrong on one connection, for the error message.
+struct EchoFailure: Error, CustomStringConvertible {
+    var connection: Int
+    var message: Int?
+    var what: String
+
+    var description: String {
+        let place = message.map { "connection \(connection), message \($0)" } ?? "connection \(connection)"
+        return "\(place): \(what)"
+    }
+}
+
+/// One connection's round trips; returns each one's latency.
+///
+/// The write is not awaited before the read: a message larger than the socket buffers
+/// is only taken by the kernel while its echo is being read, so waiting for the write
+/// to finish first would deadlock against any echo server that pushes back. A failed
+/// write ends the connection with its terminal error, which the read then throws.
+func roundTrips(
+    transport: any Transport, endpoint: Endpoint, options: ConnectOptions,
+    connection index: Int, count: Int, size: Int
+) async throws -> [Duration] {
+    let connection: AsyncConnection
+    do {
+        connection = AsyncConnection(try await transport.connect(to: endpoint, options: options))
+    } catch let error as TransportError {
+        throw EchoFailure(connection: index, message: nil, what: "connect to \(endpoint) failed: \(describe(error))")
+    }
+    defer { connection.close() }
+
+    // Cancellation (another connection failed) closes this one, so nothing waits on.
+    return try await withTaskCancellationHandler {
+        let clock = ContinuousClock()
+        var latencies: [Duration] = []
+        latencies.reserveCapacity(count)
+        var message = [UInt8](repeating: 0, count: size)
+        for number in 0..<count {
+            fillPattern(&message, connection: index, message: number)
+            let sent = clock.now
+            let echo: [UInt8]
+            do {
+                connection.connection.write(message, completion: nil)
+                echo = try await connection.read(exactly: size)
+            } catch let error as TransportError {
+                throw EchoFailure(connection: index, message: number, what: describe(error))
+            }
+            latencies.append(clock.now - sent)
+            if echo != message {
+                let at = echo.indices.first { echo[$0] != message[$0] } ?? 0
+                throw EchoFailure(
+                    connection: index, message: number,
+                    what: "echoed byte \(at) of \(size) is \(hex(echo[at])), expected \(hex(message[at]))")
+            }
+        }
+        return latencies
+    } onCancel: {
+        connection.close()
+    }
+}
+
+/// A pattern of bytes unique to (connection, message): a xorshift stream seeded by both.
+func fillPattern(_ buffer: inout [UInt8], connection: Int, message: Int) {
+    var state = splitmix(UInt64(truncatingIfNeeded: connection) &<< 32 ^ UInt64(truncatingIfNeeded: message))
+    buffer.withUnsafeMutableBytes { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            state ^= state &<< 13
+            state ^= state &>> 7
+            state ^= state &<< 17
+            var word = state
+            for _ in 0..<min(8, bytes.count - offset) {
+                bytes[offset] = UInt8(truncatingIfNeeded: word)
+                word &>>= 8
+                offset += 1
+            }
+        }
+    }
+}
+
+private func splitmix(_ seed: UInt64) -> UInt64 {
+    var z = seed &+ 0x9E37_79B9_7F4A_7C15
+    z = (z ^ (z &>> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z &>> 27)) &* 0x94D0_49BB_1331_11EB
+    z ^= z &>> 31
+    return z == 0 ? 1 : z  // xorshift must not start at 0
+}
+
+/// A TransportError with its code and reason up front.
+func describe(_ error: TransportError) -> String {
+    "\(error.code) (\(error.reason)): \(error.message)\(error.native.map { " [\($0)]" } ?? "")"
+}
+
+/// The nearest-rank percentile of sorted values.
+func percentile(_ sorted: [Duration], _ p: Int) -> Duration {
+    guard !sorted.isEmpty else { return .zero }
+    let rank = (sorted.count * p + 99) / 100  // ceil(n * p / 100)
+    return sorted[max(0, min(sorted.count - 1, rank - 1))]
+}
+
+func microseconds(_ duration: Duration) -> String {
+    let us = duration.seconds * 1_000_000
+    return us < 10 ? format(us, decimals: 1) : format(us, decimals: 0)
+}
+
+/// Formats a non-negative number with a fixed count of decimals (no Foundation).
+func format(_ value: Double, decimals: Int) -> String {
+    guard value.isFinite else { return "\(value)" }
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let scaled = (abs(value) * scale).rounded()
+    guard scaled < 9e18 else { return "\(value)" }
+    let whole = Int(scaled)
+    let unit = Int(scale)
+    var text = "\(whole / unit)"
+    if decimals > 0 {
+        let fraction = "\(whole % unit)"
+        text += "." + String(repeating: "0", count: decimals - fraction.count) + fraction
+    }
+    return value < 0 ? "-" + text : text
+}
+
+func hex(_ byte: UInt8) -> String {
+    let digits = Array("0123456789abcdef")
+    return "0x\(digits[Int(byte >> 4)])\(digits[Int(byte & 0xf)])"
+}
+
+extension Duration {
+    var seconds: Double {
+        let (s, attoseconds) = components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Prints to standard error and exits 1.
+func fail(_ message: String) -> Never {
+    writeStandardError("echo-client: error: \(message)\n")
+    exit(1)
+}
+
+/// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
+func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}
