@@ -10,7 +10,10 @@ import Synchronization
 ///
 /// - ``read()`` returns the next chunk, or `nil` at end of stream; it throws the
 ///   connection's terminal error, or `cancelled`/`closed` after ``close()``.
-/// - ``write(_:)`` returns once the bytes are in the kernel.
+/// - ``write(_:)`` returns once the bytes are in the kernel. For a message larger than
+///   the socket buffers, that needs the peer to read, and an echo peer reads only while
+///   its own writes drain: read concurrently (another task), or write without waiting
+///   through ``connection`` (`connection.write(bytes, completion: nil)`).
 /// - One reader at a time; writes may come from any task.
 public final class AsyncConnection: Sendable {
     /// The connection underneath.

@@ -34,6 +34,12 @@
 ///   Pending writes then complete with that same error (or `cancelled`/`closed` after
 ///   a local close), before `connectionDidClose`.
 /// - **Close** is idempotent and releases the descriptor at once.
+/// - **Late handlers.** A handler set after the connection already ended hears
+///   ``ConnectionHandler/connectionDidClose(error:)`` once, unless an earlier handler did.
+/// - **After the transport stopped.** Once its loops have stopped, a call from another
+///   thread cannot hop anymore; what it would have reported (a write's completion with
+///   the terminal error, a late handler's `connectionDidClose`) then runs on the
+///   caller's thread. Nothing is dropped.
 public protocol Connection: AnyObject, Sendable {
     /// The registered name of the backend that made this connection.
     var backendName: String { get }
@@ -65,8 +71,9 @@ public protocol Connection: AnyObject, Sendable {
     /// them all before it hops. The buffer may be reused as soon as this returns.
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?)
 
-    /// Bytes accepted by ``write(_:completion:)`` that are not yet in the kernel.
-    /// Exact on the loop; a snapshot elsewhere.
+    /// Bytes accepted by ``write(_:completion:)`` that are not yet in the kernel (for
+    /// the in-memory backend: not yet in the peer's receive window). Exact on the loop;
+    /// elsewhere a snapshot, which may or may not count writes still hopping to the loop.
     var pendingWriteBytes: Int { get }
 
     /// Shuts the output side down (TCP FIN) once every queued write is in the kernel;

@@ -21,13 +21,15 @@
 ///   - out of descriptors: `resourceExhausted`, reason `resource limit`.
 /// - **listen(on:options:)** binds and listens before it returns; port 0 picks a free
 ///   port (read it from ``Listener/localAddress``). Errors: `unavailable`/`address in
-///   use`, `invalidArgument`/`invalid address`, `permissionDenied`/`permission`,
+///   use`, `unavailable`/`name resolution` (a host name that does not resolve),
+///   `invalidArgument`/`invalid address`, `permissionDenied`/`permission`,
 ///   `cancelled`/`shutdown`.
 /// - **Shutdown.** ``shutdown(gracePeriod:)`` closes every listener at once, lets open
 ///   connections finish for up to the grace period, then closes what is left as
 ///   ``shutdownNow()`` does: each open connection ends with `cancelled`, reason
 ///   `shutdown`, its pending writes complete with that error, and its handler's
-///   ``ConnectionHandler/connectionDidClose(error:)`` runs. Both are idempotent.
+///   ``ConnectionHandler/connectionDidClose(error:)`` runs. Both are idempotent; a
+///   second call returns once the first has finished.
 public protocol Transport: AnyObject, Sendable {
     /// The name this backend is registered under, for example `"bsd"`.
     var name: String { get }
