@@ -80,7 +80,7 @@ let package = Package(
         // The umbrella an application imports to pick a backend by name at run time.
         .target(
             name: "SwitchyardBackends",
-            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardMemory"],
+            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
@@ -115,6 +115,16 @@ let package = Package(
         .testTarget(
             name: "SwitchyardBSDTests",
             dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardPosix"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardUVTests",
+            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardPosix"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardMemoryTests",
+            dependencies: ["Switchyard", "SwitchyardMemory"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import Glibc
 public import Switchyard
 import SwitchyardBSD
 import SwitchyardMemory
+import SwitchyardUV
 
 /// Every backend Switchyard ships, registered by name, and the run-time choice among them.
 ///
@@ -13,12 +14,13 @@ public enum Backends {
     /// The backend used when neither a name nor `SWITCHYARD_BACKEND` picks one.
     public static let defaultName = "bsd"
 
-    /// A registry with `bsd` and `memory` registered. Register your own backends here
+    /// A registry with `bsd`, `libuv` and `memory` registered. Register your own backends here
     /// (or in a registry of your own) to make them selectable by name.
     public static let registry: BackendRegistry = {
         let registry = BackendRegistry()
         registry.register(BSDTransport.backend)
         registry.register(MemoryTransport.backend)
+        registry.register(UVTransport.backend)
         return registry
     }()
 

@@ -3,7 +3,7 @@ import Testing
 
 /// The socket backends the examples run on. A new socket backend (say `libuv`) is one
 /// more word here; the in-memory backend cannot be reached over TCP, so it is not listed.
-let socketBackends = ["bsd"]
+let socketBackends = ["bsd", "libuv"]
 
 /// Starts `echo-server` on a free port and returns it with the port it printed.
 func startEchoServer(backend: String, extra: [String] = []) async throws -> (server: Subprocess, port: Int) {

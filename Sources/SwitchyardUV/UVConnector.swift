@@ -1,0 +1,277 @@
+import CLibUV
+import Glibc
+import Switchyard
+import Synchronization
+
+/// One connect, on one loop: name resolution with `uv_getaddrinfo` (literals skip it),
+/// then `uv_tcp_connect` to each address in turn while they refuse or are unreachable.
+///
+/// It ends exactly once: connected (a ``UVConnection``), failed (the mapped libuv code),
+/// the name did not resolve (`unavailable`/`name resolution`, at once, also for names
+/// under `.invalid`, which are never queried: RFC 6761 section 6.4), timed out
+/// (`deadlineExceeded`/`connect timeout`, name resolution included), cancelled
+/// (`cancelled`/`task cancelled`) or ended by shutdown (`cancelled`/`shutdown`).
+/// Whatever ends it closes its handles unless a connection took the TCP handle over.
+///
+/// Every libuv request it makes retains it until the request's callback, which always
+/// comes (with `UV_ECANCELED`/`UV_EAI_CANCELED` for requests it abandoned).
+///
+/// Safety of `@unchecked Sendable`: all state but `cancelRequested` (atomic) is touched
+/// only on `loop`; the rest is immutable.
+final class UVConnector: UVResource, @unchecked Sendable {
+    let loop: UVEventLoop
+    private let endpoint: Endpoint
+    private let timeout: Duration
+    private let registry: UVResourceRegistry
+    private let settings: UVSocketSettings
+    private var continuation: CheckedContinuation<UVConnection, any Error>?
+    private var keepAlive: UVConnector?
+    private var addresses: [UVSocketAddress] = []
+    private var nextAddress = 0
+    private var lastError: TransportError?
+    private var resolving: UnsafeMutablePointer<uv_getaddrinfo_t>?
+    private var tcp: UnsafeMutablePointer<uv_tcp_t>?
+    private var attempt = 0
+    private var timer: UnsafeMutablePointer<uv_timer_t>?
+    private let cancelRequested = Atomic<Bool>(false)
+
+    init(loop: UVEventLoop, endpoint: Endpoint, timeout: Duration, registry: UVResourceRegistry, settings: UVSocketSettings) {
+        self.loop = loop
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.registry = registry
+        self.settings = settings
+    }
+
+    /// Connects; the result arrives through the continuation.
+    func start(_ continuation: CheckedContinuation<UVConnection, any Error>) {
+        loop.submit({ self.begin(continuation) }, otherwise: {
+            continuation.resume(throwing: TransportError.transportShutdown())
+        })
+    }
+
+    /// Asks the pending connect to end with `cancelled`/`task cancelled`. Any thread.
+    func cancel() {
+        cancelRequested.store(true, ordering: .releasing)
+        loop.submit({ self.finish(.failure(self.cancelledError)) }, otherwise: {})
+    }
+
+    func terminate(with error: TransportError) {
+        finish(.failure(error))
+    }
+
+    private var cancelledError: TransportError {
+        TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect to \(endpoint) was cancelled")
+    }
+
+    private func begin(_ continuation: CheckedContinuation<UVConnection, any Error>) {
+        self.continuation = continuation
+        keepAlive = self
+        if cancelRequested.load(ordering: .acquiring) {
+            finish(.failure(cancelledError))
+            return
+        }
+        guard registry.insert(self) else {
+            finish(.failure(.transportShutdown()))
+            return
+        }
+        startTimer()
+        guard self.continuation != nil else { return }
+        let literal: UVSocketAddress?
+        do {
+            literal = try UVSocketAddress(literal: endpoint)
+        } catch {
+            finish(.failure(error))
+            return
+        }
+        if let literal {
+            addresses = [literal]
+            connectNext()
+            return
+        }
+        let host = endpoint.host
+        let lowered = host.lowercased()
+        if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
+            finish(.failure(.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")))
+            return
+        }
+        resolve(host)
+    }
+
+    private func startTimer() {
+        let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
+        let status = uv_timer_init(loop.loop, timer)
+        guard status == 0 else {
+            timer.deallocate()
+            finish(.failure(UVErrorTable.error(status, "starting the connect timer for \(endpoint)")))
+            return
+        }
+        self.timer = timer
+        timer.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        uv_timer_start(timer, { timer in
+            let connector = Unmanaged<UVConnector>.fromOpaque(timer!.pointee.data).takeUnretainedValue()
+            connector.finish(.failure(TransportError(
+                code: .deadlineExceeded, reason: .connectTimeout,
+                message: "connecting to \(connector.endpoint) took longer than \(connector.timeout)")))
+            connector.loop.drainDeferred()
+        }, UInt64(UVSocketSettings.milliseconds(timeout)), 0)
+    }
+
+    // MARK: name resolution
+
+    private func resolve(_ host: String) {
+        let request = UnsafeMutablePointer<uv_getaddrinfo_t>.allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_ADDRCONFIG
+        // libuv copies the node, the service and the hints.
+        let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
+            let connector = Unmanaged<UVConnector>.fromOpaque(request!.pointee.data).takeRetainedValue()
+            request!.deallocate()
+            var addresses: [UVSocketAddress] = []
+            var cursor = list
+            while let entry = cursor {
+                if let address = entry.pointee.ai_addr,
+                   address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
+                    addresses.append(UVSocketAddress(address))
+                }
+                cursor = entry.pointee.ai_next
+            }
+            uv_freeaddrinfo(list)
+            connector.resolved(status, addresses)
+            connector.loop.drainDeferred()
+        }, host, String(endpoint.port), &hints)
+        if status < 0 {
+            Unmanaged<UVConnector>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            finish(.failure(UVErrorTable.nameResolution(status, host: host)))
+            return
+        }
+        resolving = request
+    }
+
+    private func resolved(_ status: Int32, _ found: [UVSocketAddress]) {
+        resolving = nil
+        guard continuation != nil else { return }
+        if status < 0 {
+            finish(.failure(UVErrorTable.nameResolution(status, host: endpoint.host)))
+            return
+        }
+        if found.isEmpty {
+            finish(.failure(.nameResolution(endpoint.host, detail: "no addresses")))
+            return
+        }
+        addresses = found
+        connectNext()
+    }
+
+    // MARK: connecting
+
+    private func connectNext() {
+        guard continuation != nil else { return }
+        guard nextAddress < addresses.count else {
+            finish(.failure(lastError ?? .nameResolution(endpoint.host, detail: "no addresses")))
+            return
+        }
+        let address = addresses[nextAddress]
+        nextAddress += 1
+        attempt += 1
+        let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+        let initStatus = uv_tcp_init(loop.loop, tcp)
+        guard initStatus == 0 else {
+            tcp.deallocate()
+            finish(.failure(UVErrorTable.error(initStatus, "opening a socket for \(address)")))
+            return
+        }
+        self.tcp = tcp
+        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passRetained(Attempt(connector: self, number: attempt)).toOpaque()
+        let status = address.withSockaddr { sockaddr in
+            uv_tcp_connect(request, tcp, sockaddr, { request, status in
+                let attempt = Unmanaged<Attempt>.fromOpaque(request!.pointee.data).takeRetainedValue()
+                request!.deallocate()
+                attempt.connector.connected(attempt: attempt.number, status: status)
+                attempt.connector.loop.drainDeferred()
+            })
+        }
+        if status < 0 {
+            Unmanaged<Attempt>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            failed(UVErrorTable.error(status, "connecting to \(address)"))
+        }
+    }
+
+    /// Ties a connect callback to the attempt it belongs to (and retains the connector).
+    private final class Attempt {
+        let connector: UVConnector
+        let number: Int
+        init(connector: UVConnector, number: Int) {
+            self.connector = connector
+            self.number = number
+        }
+    }
+
+    private func connected(attempt number: Int, status: Int32) {
+        // A callback for an attempt that was abandoned (UV_ECANCELED when its handle closed).
+        guard continuation != nil, number == attempt, let tcp else { return }
+        let address = addresses[nextAddress - 1]
+        guard status == 0 else {
+            failed(UVErrorTable.error(status, "connecting to \(address)"))
+            return
+        }
+        settings.apply(to: tcp)
+        let local: Endpoint
+        switch UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
+        case .success(let address): local = address.endpoint
+        case .failure(let status):
+            finish(.failure(UVErrorTable.error(status.code, "reading the local address")))
+            return
+        }
+        let remote = (try? UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
+        self.tcp = nil
+        let connection = UVConnection(tcp: tcp, loop: loop, local: local, remote: remote, registry: registry)
+        registry.remove(self)
+        if connection.activate() {
+            finish(.success(connection))
+        } else {
+            finish(.failure(.transportShutdown()))
+        }
+    }
+
+    /// This address failed: try the next one when it was not there, else end.
+    private func failed(_ error: TransportError) {
+        closeHandle()
+        if error.code == .unavailable, error.reason == .refused || error.reason == .unreachable {
+            lastError = error
+            connectNext()
+        } else {
+            finish(.failure(error))
+        }
+    }
+
+    private func closeHandle() {
+        guard let tcp else { return }
+        self.tcp = nil
+        uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
+    }
+
+    private func finish(_ result: Result<UVConnection, TransportError>) {
+        guard let continuation else { return }
+        self.continuation = nil
+        if let timer {
+            self.timer = nil
+            uv_close(csy_uv_timer_handle(timer), uvFreeHandleOnClose)
+        }
+        if let resolving {
+            self.resolving = nil
+            // Its callback still comes (with UV_EAI_CANCELED if this worked) and frees it.
+            _ = uv_cancel(csy_uv_getaddrinfo_req(resolving))
+        }
+        closeHandle()
+        registry.remove(self)
+        keepAlive = nil
+        continuation.resume(with: result.mapError { $0 as any Error })
+    }
+}

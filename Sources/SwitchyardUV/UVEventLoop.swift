@@ -1,0 +1,313 @@
+import CLibUV
+import Switchyard
+import Synchronization
+
+/// One libuv loop (`uv_loop_t`) on its own thread.
+///
+/// Work from other threads enters through a locked queue and one `uv_async_t` wake-up
+/// (sent only by the first submitter of a batch); work queued on the loop itself goes to
+/// a local list and needs no lock. Every libuv callback into this module ends with
+/// ``drainDeferred()``, which runs the work deferred during the callback
+/// (``deferToEndOfTurn(_:)``): completions and handler calls caused by a user's call run
+/// after that call returns, never inside it.
+///
+/// The loop owns one 64 KiB read buffer, which its connections' alloc callbacks hand to
+/// libuv: libuv calls alloc, `read(2)`, then the read callback, one connection at a time,
+/// and the bytes are delivered borrowed before the next alloc, so one buffer serves the
+/// whole loop and a read allocates nothing.
+///
+/// The loop thread blocks SIGPIPE (libuv writes with `write(2)`, not `MSG_NOSIGNAL`).
+///
+/// Safety of `@unchecked Sendable`: everything but `tasks` (a mutex), `threadID`
+/// (atomic) and the immutable pointers is touched only on the loop's thread, or before
+/// the thread starts and after it was joined.
+final class UVEventLoop: EventLoop, @unchecked Sendable {
+    let index: Int
+    /// The libuv loop; use only on the loop thread.
+    let loop: UnsafeMutablePointer<uv_loop_t>
+    private let async: UnsafeMutablePointer<uv_async_t>
+
+    private struct TaskQueue {
+        var items: [() -> Void] = []
+        var wakePending = false
+        var stopped = false
+    }
+    private let tasks = Mutex(TaskQueue())
+    private let threadID = Atomic<UInt>(0)
+    private var thread = uv_thread_t()
+    private var threadStarted = false
+    private var joined = false
+
+    private var localTasks: [() -> Void] = []
+    private var localWakePending = false
+    private var localStopped = false
+    private var deferred: [() -> Void] = []
+    private var draining = false
+
+    /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
+    /// every handle was closed, `UV_EBUSY` when one was left open (a leak).
+    private(set) var closeResult: Int32?
+    /// Handles still open when the loop was told to stop (closed then, and counted as a
+    /// leak in ``closeResult``).
+    private(set) var leakedHandles = 0
+
+    /// The buffer every connection on this loop reads into; valid only on the loop.
+    let readBuffer: UnsafeMutableRawBufferPointer
+    static let readBufferSize = 64 * 1024
+    /// Scratch buffers for gathered writes (libuv copies them into its request).
+    let writeBuffers: UnsafeMutablePointer<uv_buf_t>
+    static let writeBufferCount = 64
+
+    /// Creates the loop and starts its thread.
+    init(index: Int, name: String) throws(TransportError) {
+        self.index = index
+        loop = .allocate(capacity: 1)
+        async = .allocate(capacity: 1)
+        let status = uv_loop_init(loop)
+        if status != 0 {
+            loop.deallocate()
+            async.deallocate()
+            throw UVErrorTable.error(status, "creating a libuv loop")
+        }
+        let asyncStatus = uv_async_init(loop, async, { handle in
+            guard let handle, let data = handle.pointee.data else { return }
+            Unmanaged<UVEventLoop>.fromOpaque(data).takeUnretainedValue().runTasks()
+        })
+        if asyncStatus != 0 {
+            _ = uv_loop_close(loop)
+            loop.deallocate()
+            async.deallocate()
+            throw UVErrorTable.error(asyncStatus, "creating a libuv loop's wake-up")
+        }
+        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        writeBuffers = .allocate(capacity: Self.writeBufferCount)
+        // Unretained: the loop object outlives its thread (the group joins before release).
+        async.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        try startThread(name: name)
+    }
+
+    private final class ThreadStart {
+        let loop: UVEventLoop
+        let name: String
+        init(loop: UVEventLoop, name: String) {
+            self.loop = loop
+            self.name = name
+        }
+    }
+
+    private func startThread(name: String) throws(TransportError) {
+        let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
+        let status = uv_thread_create(&thread, { raw in
+            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
+            _ = csy_uv_block_sigpipe()
+            _ = String(start.name.prefix(15)).withCString { csy_uv_set_thread_name($0) }
+            start.loop.run()
+        }, box.toOpaque())
+        if status != 0 {
+            box.release()
+            uv_close(csy_uv_async_handle(async), nil)
+            _ = uv_run(loop, UV_RUN_DEFAULT)
+            _ = uv_loop_close(loop)
+            release()
+            throw UVErrorTable.error(status, "starting a libuv loop thread")
+        }
+        threadStarted = true
+    }
+
+    var inEventLoop: Bool {
+        threadID.load(ordering: .acquiring) == UInt(uv_thread_self())
+    }
+
+    @inline(__always)
+    func assertInLoop(file: StaticString = #file, line: UInt = #line) {
+        assert(inEventLoop, "called off the libuv loop", file: file, line: line)
+    }
+
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        _ = submit(work)
+    }
+
+    /// Queues `work` to run on the loop (never inline). Returns false, and drops `work`,
+    /// when the loop has stopped.
+    @discardableResult
+    func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+        if inEventLoop {
+            if localStopped { return false }
+            localTasks.append(work)
+            if !localWakePending {
+                localWakePending = true
+                uv_async_send(async)
+            }
+            return true
+        }
+        // The wake-up is sent under the lock, so it can never race the loop closing the
+        // async handle (which happens after `stopped` is set under the same lock).
+        return tasks.withLock { queue in
+            if queue.stopped { return false }
+            queue.items.append(work)
+            if !queue.wakePending {
+                queue.wakePending = true
+                uv_async_send(async)
+            }
+            return true
+        }
+    }
+
+    /// Runs `work` on the loop, or `otherwise` on the caller's thread if the loop has
+    /// stopped (so that a continuation or a completion is never stranded).
+    func submit(_ work: @escaping @Sendable () -> Void, otherwise: () -> Void) {
+        if !submit(work) { otherwise() }
+    }
+
+    /// Runs `work` once the libuv callback now running returns (or the task now running
+    /// ends). Call on the loop; it keeps callbacks out of the user's call that caused them.
+    func deferToEndOfTurn(_ work: @escaping () -> Void) {
+        assertInLoop()
+        deferred.append(work)
+    }
+
+    /// Runs the deferred work, including work deferred while it runs. Every libuv
+    /// callback into this module calls it last.
+    @inline(__always)
+    func drainDeferred() {
+        guard !deferred.isEmpty, !draining else { return }
+        draining = true
+        while !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll(keepingCapacity: true)
+            for item in work { item() }
+        }
+        draining = false
+    }
+
+    private func runTasks() {
+        let batch = tasks.withLock { queue -> [() -> Void] in
+            queue.wakePending = false
+            if queue.items.isEmpty { return [] }
+            let items = queue.items
+            queue.items.removeAll(keepingCapacity: true)
+            return items
+        }
+        for work in batch {
+            work()
+            drainDeferred()
+        }
+        localWakePending = false
+        if !localTasks.isEmpty {
+            // Work queued by these tasks on the loop runs on the next wake-up, so a task
+            // that requeues itself cannot starve I/O.
+            let local = localTasks
+            localTasks.removeAll(keepingCapacity: true)
+            for work in local {
+                work()
+                drainDeferred()
+            }
+        }
+    }
+
+    private func run() {
+        threadID.store(UInt(uv_thread_self()), ordering: .releasing)
+        _ = uv_run(loop, UV_RUN_DEFAULT)
+        let result = uv_loop_close(loop)
+        closeResult = leakedHandles > 0 ? UV_EBUSY.rawValue : result
+        threadID.store(0, ordering: .releasing)
+    }
+
+    /// Runs on the loop as its last task: no more work is taken, what was queued runs,
+    /// the wake-up handle closes, and any handle still open is closed and counted as a
+    /// leak. `uv_run` then returns, since nothing is left active.
+    private func beginStop() {
+        tasks.withLock { $0.stopped = true }
+        runTasks()
+        localStopped = true
+        runTasks()
+        uv_close(csy_uv_async_handle(async), nil)
+        var leaked = 0
+        uv_walk(loop, { handle, argument in
+            guard let handle, uv_is_closing(handle) == 0 else { return }
+            argument!.assumingMemoryBound(to: Int.self).pointee += 1
+            uv_close(handle, nil)
+        }, &leaked)
+        leakedHandles = leaked
+    }
+
+    /// Stops the loop after the work queued before this call, waits for its thread, and
+    /// frees the loop. Call from outside the loop. Idempotent.
+    func stopAndJoin() {
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        guard threadStarted, !joined else { return }
+        joined = true
+        if !submit({ [self] in beginStop() }) {
+            // Already stopping: the thread ends by itself.
+        }
+        _ = uv_thread_join(&thread)
+        release()
+    }
+
+    private func release() {
+        readBuffer.deallocate()
+        writeBuffers.deallocate()
+        async.deallocate()
+        loop.deallocate()
+    }
+}
+
+/// A fixed set of loops; connections are spread over them round-robin.
+final class UVEventLoopGroup: Sendable {
+    let loops: [UVEventLoop]
+    private let cursor = Atomic<Int>(0)
+    private let stopped = Mutex<[Int32]?>(nil)
+
+    /// Starts `count` loops (default: one per core).
+    init(count: Int?, name: String) throws(TransportError) {
+        let n = max(1, count ?? Int(uv_available_parallelism()))
+        var loops: [UVEventLoop] = []
+        for i in 0..<n {
+            do {
+                loops.append(try UVEventLoop(index: i, name: "\(name)-\(i)"))
+            } catch {
+                for loop in loops { loop.stopAndJoin() }
+                throw error
+            }
+        }
+        self.loops = loops
+    }
+
+    /// The next loop, round-robin.
+    func next() -> UVEventLoop {
+        let i = cursor.add(1, ordering: .relaxed).oldValue
+        return loops[i % loops.count]
+    }
+
+    /// Runs `work` on every loop and returns when all have run it (a barrier).
+    func onEveryLoop(_ work: @escaping @Sendable (UVEventLoop) -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            for loop in loops {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        loop.submit({
+                            work(loop)
+                            continuation.resume()
+                        }, otherwise: { continuation.resume() })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every loop and joins its thread; returns what `uv_loop_close` gave for each
+    /// loop. Idempotent: later calls return the first call's results.
+    @discardableResult
+    func stop() -> [Int32] {
+        stopped.withLock { results in
+            if let results { return results }
+            for loop in loops { loop.stopAndJoin() }
+            let closed = loops.map { $0.closeResult ?? UV_EBUSY.rawValue }
+            results = closed
+            return closed
+        }
+    }
+
+    /// What `uv_loop_close` gave for each loop, once stopped.
+    var closeResults: [Int32]? { stopped.withLock { $0 } }
+}

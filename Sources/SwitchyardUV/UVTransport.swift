@@ -1,0 +1,254 @@
+import CLibUV
+import Glibc
+public import Switchyard
+import Synchronization
+
+/// The libuv backend (`"libuv"`): `uv_tcp` connections and listeners on libuv loops, one
+/// thread per loop (one per core by default), `uv_async` wake-ups, each connection pinned
+/// to one loop. See ``Transport`` for the contract it keeps.
+///
+/// Errors arrive through libuv's own callbacks and map through one table, ``UVErrorTable``
+/// (the `libuv` column of `docs/ERRORS.md`), to the same codes and reasons the BSD
+/// backend gives for the same fault. With a ``Configuration/stallTimeout``, the kernel is
+/// configured (keepalive and `TCP_USER_TIMEOUT`) so that a stalled connection fails by
+/// itself with `UV_ETIMEDOUT`: `unavailable`, reason `timed out`.
+///
+/// ```swift
+/// let transport = try UVTransport(configuration: .init(stallTimeout: .seconds(10)))
+/// let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
+/// ```
+///
+/// After shutdown, ``loopCloseResults`` holds what `uv_loop_close` returned for each
+/// loop: all 0 when every handle was closed.
+public final class UVTransport: Transport {
+    /// The registry entry for this backend. Making it also sets up libuv's process-wide
+    /// state (see `UVProcess`), so that a leak check that counts descriptors around a
+    /// first transport does not count libuv's own.
+    public static let backend: TransportBackend = {
+        _ = UVProcess.prepared
+        return TransportBackend(
+            name: "libuv", summary: "libuv streams (uv_tcp) on libuv loops", usesSockets: true,
+            make: { try UVTransport(configuration: $0) })
+    }()
+
+    /// Settings of a libuv transport.
+    public struct Configuration: Sendable, Hashable {
+        /// How many event loops (threads) to run; `nil` means one per core.
+        public var eventLoopCount: Int?
+        /// How long a connection may make no progress before the kernel fails it, or
+        /// `nil` for the kernel's defaults (no keepalive; a retransmission budget of about
+        /// 15 minutes). When set, every connection gets keepalive after 1 s idle, with
+        /// the probe interval and count chosen so the keepalive budget is about this
+        /// timeout, and `TCP_USER_TIMEOUT` equal to it; a stalled connection then ends
+        /// with `unavailable`, reason `timed out`, whether it was reading or writing.
+        public var stallTimeout: Duration?
+
+        public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil) {
+            self.eventLoopCount = eventLoopCount
+            self.stallTimeout = stallTimeout
+        }
+
+        /// The settings of a backend-neutral configuration, plus a stall timeout.
+        public init(_ configuration: TransportConfiguration, stallTimeout: Duration? = nil) {
+            self.init(eventLoopCount: configuration.eventLoopCount, stallTimeout: stallTimeout)
+        }
+    }
+
+    public var name: String { "libuv" }
+
+    /// The settings this transport was made with.
+    public let configuration: Configuration
+
+    private let group: UVEventLoopGroup
+    private let resources = UVResourceRegistry()
+    private let settings: UVSocketSettings
+
+    private struct State {
+        var accepting = true
+        var stopped = false
+        var listeners: [ObjectIdentifier: UVListener] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// Starts the transport's event loops.
+    /// - Throws: ``TransportError`` when a loop or its thread cannot be made.
+    public init(configuration: Configuration) throws(TransportError) {
+        if let stall = configuration.stallTimeout, stall <= .zero {
+            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(stall)")
+        }
+        _ = UVProcess.prepared
+        self.configuration = configuration
+        self.settings = UVSocketSettings(stallTimeout: configuration.stallTimeout)
+        group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
+    }
+
+    /// Starts the transport's event loops, with the kernel's stall defaults.
+    public convenience init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        try self.init(configuration: Configuration(configuration))
+    }
+
+    /// The number of event loops (threads).
+    public var eventLoopCount: Int { group.loops.count }
+
+    /// What `uv_loop_close` returned for each loop once the transport shut down (`nil`
+    /// before): 0 for a loop whose handles were all closed, `UV_EBUSY` (negative) for one
+    /// that still had a handle open (a leak).
+    public var loopCloseResults: [Int32]? { group.closeResults }
+
+    public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
+        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try Endpoint.validate(host: endpoint.host)
+        let connector = UVConnector(
+            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: resources, settings: settings)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                connector.start(continuation)
+            }
+        } onCancel: {
+            connector.cancel()
+        }
+    }
+
+    public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
+        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try Endpoint.validate(host: endpoint.host)
+        let loop = group.next()
+        let address: UVSocketAddress
+        if let literal = try UVSocketAddress(literal: endpoint) {
+            address = literal
+        } else {
+            address = try await Self.resolveForListening(endpoint, on: loop)
+        }
+        let group = self.group
+        let resources = self.resources
+        let settings = self.settings
+        let backlog = options.backlog
+        let onClose: @Sendable (UVListener) -> Void = { [weak self] listener in
+            _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
+        }
+        let listener = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UVListener, any Error>) in
+            loop.submit({
+                do {
+                    continuation.resume(returning: try UVListener.open(
+                        address: address, backlog: backlog, loop: loop, group: group, registry: resources,
+                        settings: settings, onClose: onClose))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }, otherwise: {
+                continuation.resume(throwing: TransportError.transportShutdown())
+            })
+        }
+        let admitted = state.withLock { state -> Bool in
+            guard state.accepting else { return false }
+            state.listeners[ObjectIdentifier(listener)] = listener
+            return true
+        }
+        guard admitted else {
+            listener.close()
+            throw TransportError.transportShutdown()
+        }
+        return listener
+    }
+
+    /// The first address of a host name to listen on, resolved with `uv_getaddrinfo`.
+    private static func resolveForListening(_ endpoint: Endpoint, on loop: UVEventLoop) async throws -> UVSocketAddress {
+        let host = endpoint.host
+        let lowered = host.lowercased()
+        if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
+            throw TransportError.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")
+        }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UVSocketAddress, any Error>) in
+            final class Pending {
+                let continuation: CheckedContinuation<UVSocketAddress, any Error>
+                let host: String
+                init(_ continuation: CheckedContinuation<UVSocketAddress, any Error>, host: String) {
+                    self.continuation = continuation
+                    self.host = host
+                }
+            }
+            loop.submit({
+                let request = UnsafeMutablePointer<uv_getaddrinfo_t>.allocate(capacity: 1)
+                request.pointee.data = Unmanaged.passRetained(Pending(continuation, host: host)).toOpaque()
+                var hints = addrinfo()
+                hints.ai_family = AF_UNSPEC
+                hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
+                hints.ai_flags = AI_ADDRCONFIG | AI_PASSIVE
+                let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
+                    let pending = Unmanaged<Pending>.fromOpaque(request!.pointee.data).takeRetainedValue()
+                    request!.deallocate()
+                    var first: UVSocketAddress?
+                    var cursor = list
+                    while let entry = cursor, first == nil {
+                        if let address = entry.pointee.ai_addr,
+                           address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
+                            first = UVSocketAddress(address)
+                        }
+                        cursor = entry.pointee.ai_next
+                    }
+                    uv_freeaddrinfo(list)
+                    if let first {
+                        pending.continuation.resume(returning: first)
+                    } else if status < 0 {
+                        pending.continuation.resume(throwing: UVErrorTable.nameResolution(status, host: pending.host))
+                    } else {
+                        pending.continuation.resume(throwing: TransportError.nameResolution(pending.host, detail: "no addresses"))
+                    }
+                }, host, String(endpoint.port), &hints)
+                if status < 0 {
+                    Unmanaged<Pending>.fromOpaque(request.pointee.data).release()
+                    request.deallocate()
+                    continuation.resume(throwing: UVErrorTable.nameResolution(status, host: host))
+                }
+            }, otherwise: {
+                continuation.resume(throwing: TransportError.transportShutdown())
+            })
+        }
+    }
+
+    /// Stops accepting new work and closes every listener.
+    private func stopAccepting() {
+        let listeners = state.withLock { state -> [UVListener] in
+            state.accepting = false
+            let listeners = Array(state.listeners.values)
+            state.listeners.removeAll()
+            return listeners
+        }
+        for listener in listeners { listener.close() }
+    }
+
+    public func shutdown(gracePeriod: Duration) async {
+        stopAccepting()
+        let deadline = ContinuousClock.now + gracePeriod
+        while resources.count > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        await shutdownNow()
+    }
+
+    public func shutdownNow() async {
+        stopAccepting()
+        guard state.withLock({ state in
+            if state.stopped { return false }
+            state.stopped = true
+            return true
+        }) else {
+            // A second call waits for the first to finish stopping the loops.
+            group.stop()
+            return
+        }
+        for resource in resources.close() {
+            resource.loop.submit({ resource.terminate(with: .transportShutdown()) }, otherwise: {})
+        }
+        // A barrier: every terminate above (and every listener release) has run once each
+        // loop has run this; handles they closed finish closing before the loops end.
+        await group.onEveryLoop { _ in }
+        group.stop()
+    }
+
+    deinit {
+        // A transport dropped without shutdown: stop its loops, unless the last reference
+        // went away on one of them (a loop cannot join itself; its threads then leak).
+        if !group.loops.contains(where: { $0.inEventLoop }) { group.stop() }
+    }
+}

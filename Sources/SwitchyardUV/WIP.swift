@@ -1,1 +1,0 @@
-// The libuv backend is being written; see issue 3.
