@@ -1,0 +1,322 @@
+import Synchronization
+
+/// One bidirectional stream of messages on its own connection, ending with a status.
+///
+/// A client call comes from ``Channel/startCall(options:handler:)``; a server call is
+/// handed to a ``CallServer``'s handler. Both are driven by the same engine, on the
+/// connection's event loop:
+///
+/// - **Sending.** ``send(_:)`` frames a message and writes it; messages go out in order.
+///   With flow control on, each reports ``CallHandler/callDidWriteData(_:)`` once it is
+///   in the kernel, so a sender that waits for it has at most one message pending.
+///   The client ends its side with ``finishSending()`` (a TCP half-close); the server
+///   ends the call with ``finish(_:)`` (a status trailer frame, then a half-close).
+/// - **Receiving.** With flow control off, messages are delivered as they arrive. With
+///   it on, nothing is delivered until ``receiveNextMessage()`` or
+///   ``receiveNextMessages(_:)`` asks; requests stack; while nothing is asked for the
+///   connection stops reading, so TCP pushes back on the sender and the call holds at
+///   most one message plus one read buffer (``bufferedBytes``).
+/// - **Ending.** ``CallHandler/call(_:didCloseWith:)`` runs once: on the client with the
+///   server's status; on the server once its status is in the kernel; on either side
+///   with `unavailable` if the connection broke first (the transport's error: reset,
+///   timed out, ...; reason `closed` when it ended cleanly before the status), with a
+///   protocol error after a bad frame (`resourceExhausted`/`frame too large`,
+///   `internal`/`unknown frame flags`, `internal`/`truncated frame`,
+///   `internal`/`protocol violation`), or with `cancelled` after ``cancel()``.
+///
+/// Every method may be called from any thread; it acts on the call's loop, in call
+/// order. Calls made after the call ended are ignored (the handler has heard why).
+///
+/// Safety of `@unchecked Sendable`: all mutable state is confined to the connection's
+/// event loop (methods hop there first); ``bufferedBytes`` off the loop reads an atomic
+/// snapshot.
+public final class Call: @unchecked Sendable {
+    /// Which end of the call this is.
+    public struct Role: Sendable, Hashable, CustomStringConvertible {
+        private let isClient: Bool
+        private init(isClient: Bool) { self.isClient = isClient }
+        public static let client = Role(isClient: true)
+        public static let server = Role(isClient: false)
+        public var description: String { isClient ? "client" : "server" }
+    }
+
+    public let role: Role
+    /// The connection the call runs on (its own).
+    public let connection: any Connection
+    public let options: CallOptions
+    /// The loop the call's events run on.
+    public var eventLoop: any EventLoop { connection.eventLoop }
+
+    private var handler: (any CallHandler)?
+    private var flow: any FlowController
+    private var decoder: FrameDecoder
+    private var reading = false
+    private var peerEnded = false
+    private var peerEndReported = false
+    private var sentEnd = false
+    private var status: CallStatus?
+    /// Server, after its status: reading only to see the client's end before closing,
+    /// so unread bytes never turn the close into a reset that could lose the status.
+    private var draining = false
+    private let bufferedSnapshot = Atomic<Int>(0)
+    private var adapter: Adapter?
+
+    init(role: Role, connection: any Connection, options: CallOptions) {
+        self.role = role
+        self.connection = connection
+        self.options = options
+        self.flow = options.makeFlowController()
+        self.decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
+    }
+
+    /// Attaches the handler and starts reading as the policy allows. Call once.
+    func start(handler: any CallHandler) {
+        let adapter = Adapter(call: self)
+        self.adapter = adapter
+        onLoop {
+            self.handler = handler
+            self.connection.setHandler(adapter)
+            self.updateReading()
+        }
+    }
+
+    /// Bytes received and not yet delivered: at most about one message plus one read.
+    public var bufferedBytes: Int {
+        eventLoop.inEventLoop ? decoder.bufferedBytes : bufferedSnapshot.load(ordering: .relaxed)
+    }
+
+    // MARK: sending
+
+    /// Sends a message. With flow control on, ``CallHandler/callDidWriteData(_:)``
+    /// follows once it is in the kernel.
+    public func send(_ message: [UInt8]) {
+        send(message, completion: nil)
+    }
+
+    /// Sends a message; `completion` runs on the loop once it is in the kernel, or with
+    /// the error that stopped it. (The async face uses this.)
+    public func send(_ message: [UInt8], completion: WriteCompletion?) {
+        onLoop {
+            guard self.status == nil, !self.sentEnd else {
+                completion?(self.endedError(sending: true))
+                return
+            }
+            let reports = self.flow.reportsWrites
+            let frame = Frame.encode(.message, payload: message)
+            if !reports && completion == nil {
+                self.connection.write(frame, completion: nil)
+                return
+            }
+            self.connection.write(frame) { error in
+                completion?(error)
+                if let error {
+                    self.end(CallStatus(error: error), closeConnection: true)
+                } else if reports, self.status == nil {
+                    self.handler?.callDidWriteData(self)
+                }
+            }
+        }
+    }
+
+    /// Client: no more messages will be sent (a TCP half-close after queued messages).
+    public func finishSending(completion: WriteCompletion? = nil) {
+        precondition(role == .client, "finishSending() is for client calls; a server ends with finish(_:)")
+        onLoop {
+            guard self.status == nil, !self.sentEnd else {
+                completion?(self.endedError(sending: true))
+                return
+            }
+            self.sentEnd = true
+            self.connection.shutdownOutput(completion: completion)
+        }
+    }
+
+    /// Server: ends the call with `status` (a trailer frame, then a half-close). The
+    /// handler's `didClose` runs with `status` once it is in the kernel.
+    public func finish(_ status: CallStatus = .ok, completion: WriteCompletion? = nil) {
+        precondition(role == .server, "finish(_:) is for server calls; a client ends with finishSending()")
+        onLoop {
+            guard self.status == nil, !self.sentEnd else {
+                completion?(self.endedError(sending: true))
+                return
+            }
+            self.sentEnd = true
+            self.connection.write(Frame.encode(.status, payload: status.encoded)) { error in
+                completion?(error)
+                self.end(error.map { CallStatus(error: $0) } ?? status, closeConnection: error != nil)
+            }
+            self.connection.shutdownOutput(completion: nil)
+        }
+    }
+
+    // MARK: receiving
+
+    /// Asks for one more message (flow control on); requests stack.
+    public func receiveNextMessage() { receiveNextMessages(1) }
+
+    /// Asks for `count` more messages (flow control on); requests stack.
+    public func receiveNextMessages(_ count: Int) {
+        precondition(count >= 0, "receiveNextMessages needs a count >= 0")
+        onLoop {
+            guard self.status == nil else { return }
+            self.flow.request(count)
+            self.deliver()
+        }
+    }
+
+    /// Ends the call now with `cancelled` and resets its connection (the peer's call ends
+    /// with `unavailable`, reason `reset`).
+    public func cancel() {
+        onLoop {
+            guard self.status == nil else { return }
+            let error = TransportError(code: .cancelled, reason: .callCancelled, message: "the call was cancelled")
+            self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
+            self.connection.reset()
+        }
+    }
+
+    // MARK: the engine
+
+    private func onLoop(_ work: @escaping @Sendable () -> Void) {
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    private func endedError(sending: Bool) -> TransportError {
+        if let error = status?.error { return error }
+        if status != nil {
+            return TransportError(code: .failedPrecondition, reason: .callEnded, message: "the call has ended")
+        }
+        return TransportError(code: .failedPrecondition, reason: .outputShutdown, message: "this end of the call has finished sending")
+    }
+
+    fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
+        // After the status (draining, or ended) incoming bytes are discarded.
+        guard status == nil else { return }
+        decoder.append(bytes)
+        deliver()
+    }
+
+    fileprivate func didReadEnd() {
+        peerEnded = true
+        if draining {
+            connection.close()
+            return
+        }
+        deliver()
+    }
+
+    fileprivate func connectionDidClose(error: TransportError?) {
+        adapter = nil
+        guard status == nil else { return }
+        let failure = error ?? TransportError(code: .cancelled, reason: .closed, message: "the call's connection was closed")
+        end(CallStatus(error: failure), closeConnection: false)
+    }
+
+    /// Hands over every frame the policy allows, then decides whether to read.
+    private func deliver() {
+        while status == nil, decoder.hasFrame {
+            if !flow.mayDeliver && decoder.nextKind == .message { break }
+            let frame: (kind: Frame.Kind, payload: [UInt8])
+            do {
+                guard let next = try decoder.next() else { break }
+                frame = next
+            } catch {
+                end(CallStatus(error: error), closeConnection: true)
+                return
+            }
+            switch frame.kind {
+            case .message:
+                flow.didDeliver(bytes: frame.payload.count)
+                handler?.call(self, didReceive: frame.payload)
+            default:
+                guard role == .client else {
+                    protocolViolation("a client sent a status frame")
+                    return
+                }
+                do {
+                    end(try CallStatus(decoding: frame.payload), closeConnection: true)
+                } catch {
+                    end(CallStatus(error: error), closeConnection: true)
+                }
+                return
+            }
+        }
+        guard status == nil else { return }
+        if peerEnded && !decoder.hasFrame {
+            do {
+                try decoder.finish()
+            } catch {
+                end(CallStatus(error: error), closeConnection: true)
+                return
+            }
+            if role == .client {
+                end(CallStatus(error: TransportError(
+                    code: .unavailable, reason: .closed,
+                    message: "the connection ended before the call's status arrived")), closeConnection: true)
+                return
+            }
+            if !peerEndReported {
+                peerEndReported = true
+                handler?.callDidReceiveEnd(self)
+            }
+        }
+        updateReading()
+    }
+
+    private func protocolViolation(_ what: String) {
+        end(CallStatus(error: TransportError(code: .internal, reason: .protocolViolation, message: what)), closeConnection: true)
+    }
+
+    private func updateReading() {
+        bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
+        let want: Bool
+        if draining {
+            want = !peerEnded
+        } else {
+            want = status == nil && !peerEnded && flow.mayDeliver && !decoder.hasFrame
+        }
+        guard want != reading else { return }
+        reading = want
+        if want { connection.startReading() } else { connection.stopReading() }
+    }
+
+    /// Ends the call once with `status`.
+    private func end(_ status: CallStatus, closeConnection: Bool, deferHandler: Bool = false) {
+        guard self.status == nil else { return }
+        self.status = status
+        decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
+        if closeConnection {
+            connection.close()
+        } else if role == .server, sentEnd, status.isOK {
+            // The status is out: wait for the client's end, then close.
+            draining = true
+            if peerEnded { connection.close() }
+        }
+        updateReading()
+        let handler = self.handler
+        self.handler = nil
+        if deferHandler {
+            eventLoop.execute { handler?.call(self, didCloseWith: status) }
+        } else {
+            handler?.call(self, didCloseWith: status)
+        }
+    }
+
+    /// The connection's handler: forwards to the call (which it keeps alive while the
+    /// connection lives). `@unchecked Sendable`: the connection calls it only on the
+    /// call's loop.
+    private final class Adapter: ConnectionHandler, @unchecked Sendable {
+        let call: Call
+        init(call: Call) { self.call = call }
+        func connectionDidRead(_ bytes: UnsafeRawBufferPointer) { call.didRead(bytes) }
+        func connectionDidReadEnd() { call.didReadEnd() }
+        func connectionDidClose(error: TransportError?) { call.connectionDidClose(error: error) }
+    }
+}
+
+extension TransportError.Reason {
+    /// The call was cancelled by the application.
+    public static let callCancelled = TransportError.Reason("call cancelled")
+    /// An operation on a call that has already ended.
+    public static let callEnded = TransportError.Reason("call ended")
+}

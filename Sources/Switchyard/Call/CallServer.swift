@@ -1,0 +1,103 @@
+import Synchronization
+
+/// Accepts calls on a listener and hands each to a handler.
+///
+/// Every accepted connection carries one call. A connection that breaks the protocol
+/// (an oversized, truncated or garbage frame) ends its own call and is closed; the
+/// server keeps serving everyone else.
+public final class CallServer: Sendable {
+    /// The listener's address (its port, when listening on port 0).
+    public let localAddress: Endpoint
+    private let listener: any Listener
+    private let acceptTask: Task<Void, Never>
+    private let calls: CallSet
+
+    private init(listener: any Listener, options: CallOptions, makeHandler: @escaping @Sendable (Call) -> any CallHandler) {
+        self.listener = listener
+        self.localAddress = listener.localAddress
+        let calls = CallSet()
+        self.calls = calls
+        acceptTask = Task {
+            for await connection in listener.connections {
+                let call = Call(role: .server, connection: connection, options: options)
+                calls.insert(call)
+                call.start(handler: CallSet.Tracking(set: calls, inner: makeHandler(call)))
+            }
+        }
+    }
+
+    /// Listens on `endpoint` with `transport`; each call's events go to the handler
+    /// `makeHandler` returns for it.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        makeHandler: @escaping @Sendable (Call) -> any CallHandler
+    ) async throws -> CallServer {
+        let listener = try await transport.listen(on: endpoint)
+        return CallServer(listener: listener, options: options, makeHandler: makeHandler)
+    }
+
+    /// Listens on `endpoint`; each call runs `serve` on the call's event loop (its task
+    /// executor). The call ends with the status `serve` returns, or with the
+    /// ``TransportError`` it throws (any other error ends it with `unknown`).
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
+    ) async throws -> CallServer {
+        try await start(transport: transport, on: endpoint, options: options) { call in
+            let async = AsyncCall()
+            async.attach(call)
+            Task(executorPreference: call.eventLoop) {
+                let status: CallStatus
+                do {
+                    status = try await serve(async)
+                } catch let error as TransportError {
+                    status = CallStatus(error: error)
+                } catch {
+                    status = CallStatus(error: TransportError(code: .unknown, reason: .ioError, message: "the call's handler threw \(error)"))
+                }
+                call.finish(status)
+            }
+            return async
+        }
+    }
+
+    /// Calls accepted and not yet ended.
+    public var openCalls: Int { calls.count }
+
+    /// Stops accepting (new connects are refused); open calls go on.
+    public func close() {
+        listener.close()
+        acceptTask.cancel()
+    }
+
+    /// Stops accepting and cancels every open call.
+    public func closeNow() {
+        close()
+        for call in calls.all { call.cancel() }
+    }
+}
+
+/// The open calls of a server.
+final class CallSet: Sendable {
+    private let calls = Mutex<[ObjectIdentifier: Call]>([:])
+    func insert(_ call: Call) { calls.withLock { $0[ObjectIdentifier(call)] = call } }
+    func remove(_ call: Call) { _ = calls.withLock { $0.removeValue(forKey: ObjectIdentifier(call)) } }
+    var count: Int { calls.withLock { $0.count } }
+    var all: [Call] { calls.withLock { Array($0.values) } }
+
+    final class Tracking: CallHandler {
+        let set: CallSet
+        let inner: any CallHandler
+        init(set: CallSet, inner: any CallHandler) {
+            self.set = set
+            self.inner = inner
+        }
+        func call(_ call: Call, didReceive message: [UInt8]) { inner.call(call, didReceive: message) }
+        func callDidReceiveEnd(_ call: Call) { inner.callDidReceiveEnd(call) }
+        func callDidWriteData(_ call: Call) { inner.callDidWriteData(call) }
+        func call(_ call: Call, didCloseWith status: CallStatus) {
+            set.remove(call)
+            inner.call(call, didCloseWith: status)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+/// How a call ended: OK, or the ``TransportError`` that ended it.
+///
+/// The server sends it as the call's trailer frame; the client ends with it. A call
+/// whose connection broke before a status arrived ends with `unavailable`.
+public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
+    /// nil for OK.
+    public var error: TransportError?
+
+    public init(error: TransportError? = nil) { self.error = error }
+
+    /// The call succeeded.
+    public static let ok = CallStatus()
+
+    public var isOK: Bool { error == nil }
+
+    public var description: String { error.map { "\($0)" } ?? "ok" }
+
+    /// The trailer payload: the code (gRPC numbering, 0 for OK), the reason's length and
+    /// bytes, then the message.
+    public var encoded: [UInt8] {
+        guard let error else { return [0, 0] }
+        let reason = Array(error.reason.name.utf8.prefix(255))
+        return [error.code.wireValue, UInt8(reason.count)] + reason + Array(error.message.utf8)
+    }
+
+    /// Decodes a trailer payload.
+    /// - Throws: `internal`, reason `protocol violation`, for a malformed status.
+    public init(decoding payload: [UInt8]) throws(TransportError) {
+        func bad(_ why: String) -> TransportError {
+            TransportError(code: .internal, reason: .protocolViolation, message: "malformed status frame: \(why)")
+        }
+        guard payload.count >= 2 else { throw bad("\(payload.count) bytes") }
+        if payload[0] == 0 {
+            self = .ok
+            return
+        }
+        guard let code = TransportError.Code(wireValue: payload[0]) else { throw bad("unknown code \(payload[0])") }
+        let reasonLength = Int(payload[1])
+        guard payload.count >= 2 + reasonLength else { throw bad("reason runs past the frame") }
+        let reason = String(decoding: payload[2..<(2 + reasonLength)], as: UTF8.self)
+        let message = String(decoding: payload[(2 + reasonLength)...], as: UTF8.self)
+        self.init(error: TransportError(code: code, reason: .init(reason), message: message))
+    }
+}
+
+extension TransportError.Code {
+    /// The code's number on the wire (gRPC's numbering; 0 is OK and is no error code).
+    public var wireValue: UInt8 {
+        switch self {
+        case .cancelled: 1
+        case .unknown: 2
+        case .invalidArgument: 3
+        case .deadlineExceeded: 4
+        case .notFound: 5
+        case .permissionDenied: 7
+        case .resourceExhausted: 8
+        case .failedPrecondition: 9
+        case .aborted: 10
+        case .unimplemented: 12
+        case .internal: 13
+        case .unavailable: 14
+        default: 2
+        }
+    }
+
+    /// The code for a wire number, or nil (also for 0, which is OK).
+    public init?(wireValue: UInt8) {
+        let all: [TransportError.Code] = [
+            .cancelled, .unknown, .invalidArgument, .deadlineExceeded, .notFound, .permissionDenied,
+            .resourceExhausted, .failedPrecondition, .aborted, .unimplemented, .internal, .unavailable,
+        ]
+        guard let code = all.first(where: { $0.wireValue == wireValue }) else { return nil }
+        self = code
+    }
+}

@@ -1,0 +1,92 @@
+/// The policy between a call and its connection: when received messages are delivered
+/// (and so when the connection reads), and whether each sent message's arrival in the
+/// kernel is reported (`didWriteData`).
+///
+/// A flow controller is a small state machine owned by one call and driven on the call's
+/// event loop: the call asks ``mayDeliver`` before it hands over each decoded message and
+/// tells ``didDeliver(bytes:)`` after; the application's requests arrive through
+/// ``request(_:)``. While ``mayDeliver`` is false and no whole message is buffered, the
+/// call stops reading the socket, so TCP pushes back on the sender and the receiver
+/// holds at most one message plus one read buffer.
+public protocol FlowController: Sendable {
+    /// Whether each sent message's arrival in the kernel is reported as `didWriteData`.
+    var reportsWrites: Bool { get }
+    /// Whether one more received message may be delivered now.
+    var mayDeliver: Bool { get }
+    /// A message of `bytes` bytes was delivered.
+    mutating func didDeliver(bytes: Int)
+    /// The application asked for `count` more messages (`receiveNextMessages`).
+    mutating func request(_ count: Int)
+}
+
+/// Flow control off: every message is delivered as it arrives, and no `didWriteData`
+/// is reported. Memory is bounded only by how fast the application consumes.
+public struct AutomaticFlowController: FlowController {
+    public init() {}
+    public var reportsWrites: Bool { false }
+    public var mayDeliver: Bool { true }
+    public mutating func didDeliver(bytes: Int) {}
+    public mutating func request(_ count: Int) {}
+}
+
+/// Flow control on (the mobile RPC proposal's semantics): nothing is delivered until
+/// the application asks (`receiveNextMessage()` / `receiveNextMessages(n)`); requests
+/// stack; each sent message is reported with `didWriteData` once it is in the kernel.
+public struct ManualFlowController: FlowController {
+    /// Messages asked for and not yet delivered.
+    public private(set) var demand = 0
+    public init() {}
+    public var reportsWrites: Bool { true }
+    public var mayDeliver: Bool { demand > 0 }
+    public mutating func didDeliver(bytes: Int) {
+        precondition(demand > 0, "a message was delivered that nobody asked for")
+        demand -= 1
+    }
+    public mutating func request(_ count: Int) {
+        precondition(count >= 0, "a negative number of messages was requested")
+        demand = demand.addingReportingOverflow(count).overflow ? .max : demand + count
+    }
+}
+
+/// A byte window: messages are delivered without asking while fewer than `window` bytes
+/// were delivered and not yet acknowledged with `request(_:)` (which here means "this
+/// many bytes were consumed"). Reports `didWriteData`.
+public struct ByteWindowFlowController: FlowController {
+    /// Bytes that may be delivered and unconsumed at once.
+    public let window: Int
+    /// Bytes delivered and not yet consumed.
+    public private(set) var outstanding = 0
+    public init(window: Int) {
+        precondition(window > 0)
+        self.window = window
+    }
+    public var reportsWrites: Bool { true }
+    public var mayDeliver: Bool { outstanding < window }
+    public mutating func didDeliver(bytes: Int) { outstanding += bytes }
+    /// `count` bytes were consumed.
+    public mutating func request(_ count: Int) { outstanding = max(0, outstanding - count) }
+}
+
+/// Options for one call.
+public struct CallOptions: Sendable {
+    /// Flow control (off by default): with it on, messages are delivered only when
+    /// asked for and each sent message reports `didWriteData`.
+    public var enableFlowControl: Bool
+    /// The largest message accepted (default 4 MiB); a larger frame ends the call with
+    /// `resourceExhausted`, reason `frame too large`.
+    public var maximumMessageSize: Int
+    /// A custom policy; when set it replaces what ``enableFlowControl`` chooses.
+    public var flowController: (any FlowController)?
+
+    public init(enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize, flowController: (any FlowController)? = nil) {
+        self.enableFlowControl = enableFlowControl
+        self.maximumMessageSize = maximumMessageSize
+        self.flowController = flowController
+    }
+
+    /// The policy these options select.
+    public func makeFlowController() -> any FlowController {
+        if let flowController { return flowController }
+        return enableFlowControl ? ManualFlowController() : AutomaticFlowController()
+    }
+}

@@ -1,0 +1,156 @@
+/// Messages on a byte stream: a 5-byte prefix (a flags byte, then the payload length as
+/// a 32-bit big-endian integer), then the payload.
+///
+/// The flags byte says what the frame carries: ``Kind/message`` (a user message) or
+/// ``Kind/status`` (the trailer that ends a call: its ``CallStatus``). Any other value
+/// is a protocol error.
+public enum Frame {
+    /// The size of the prefix.
+    public static let headerSize = 5
+    /// The default largest payload a decoder accepts: 4 MiB.
+    public static let defaultMaximumMessageSize = 4 * 1024 * 1024
+
+    /// What a frame carries (its flags byte).
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: UInt8
+        private init(_ rawValue: UInt8) { self.rawValue = rawValue }
+        /// A user message.
+        public static let message = Kind(0x00)
+        /// The status that ends a call (sent once, by the server).
+        public static let status = Kind(0x01)
+        /// The known kind for a flags byte, or nil.
+        public init?(flags: UInt8) {
+            switch flags {
+            case 0x00: self = .message
+            case 0x01: self = .status
+            default: return nil
+            }
+        }
+        public var description: String { rawValue == 0 ? "message" : rawValue == 1 ? "status" : "flags \(rawValue)" }
+    }
+
+    /// The frame for `payload`: prefix and payload in one array (one allocation, one
+    /// copy), ready for one write.
+    public static func encode(_ kind: Kind, payload: some Collection<UInt8>) -> [UInt8] {
+        let count = payload.count
+        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB")
+        var frame = [UInt8]()
+        frame.reserveCapacity(headerSize + count)
+        frame.append(kind.rawValue)
+        frame.append(UInt8(truncatingIfNeeded: count >> 24))
+        frame.append(UInt8(truncatingIfNeeded: count >> 16))
+        frame.append(UInt8(truncatingIfNeeded: count >> 8))
+        frame.append(UInt8(truncatingIfNeeded: count))
+        frame.append(contentsOf: payload)
+        return frame
+    }
+}
+
+extension TransportError.Reason {
+    /// A frame announced a payload over the maximum message size.
+    public static let frameTooLarge = TransportError.Reason("frame too large")
+    /// The stream ended inside a frame.
+    public static let truncatedFrame = TransportError.Reason("truncated frame")
+    /// A frame's flags byte is not a known kind.
+    public static let unknownFrameFlags = TransportError.Reason("unknown frame flags")
+}
+
+/// Decodes frames from bytes as they arrive, holding at most one partial frame plus
+/// what the last read brought.
+///
+/// Errors (each ends the stream; the connection must be closed):
+/// - a length over ``maximumMessageSize``: `resourceExhausted`, reason `frame too large`,
+///   raised as soon as the prefix arrives (the payload is never buffered);
+/// - an unknown flags byte: `internal`, reason `unknown frame flags`;
+/// - end of stream inside a frame (``finish()``): `internal`, reason `truncated frame`.
+public struct FrameDecoder: Sendable {
+    /// The largest payload accepted.
+    public let maximumMessageSize: Int
+    private var buffer: [UInt8] = []
+    private var readIndex = 0
+    private var failed: TransportError?
+
+    public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize) {
+        precondition(maximumMessageSize >= 0)
+        self.maximumMessageSize = maximumMessageSize
+    }
+
+    /// Bytes received and not yet returned as frames.
+    public var bufferedBytes: Int { buffer.count - readIndex }
+
+    /// Adds received bytes.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if readIndex == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
+            readIndex = 0
+        } else if readIndex >= 64 * 1024 && readIndex * 2 >= buffer.count {
+            buffer.removeSubrange(0..<readIndex)
+            readIndex = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Adds received bytes.
+    public mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// The next whole frame, or nil until more bytes arrive.
+    public mutating func next() throws(TransportError) -> (kind: Frame.Kind, payload: [UInt8])? {
+        if let failed { throw failed }
+        let available = buffer.count - readIndex
+        guard available >= Frame.headerSize else { return nil }
+        let flags = buffer[readIndex]
+        guard let kind = Frame.Kind(flags: flags) else {
+            return try fail(TransportError(
+                code: .internal, reason: .unknownFrameFlags,
+                message: "a frame has flags 0x\(String(flags, radix: 16)), which is no known frame kind"))
+        }
+        var length = 0
+        for i in 1...4 { length = length << 8 | Int(buffer[readIndex + i]) }
+        guard length <= maximumMessageSize else {
+            return try fail(TransportError(
+                code: .resourceExhausted, reason: .frameTooLarge,
+                message: "a frame announces \(length) bytes; the maximum message size is \(maximumMessageSize)"))
+        }
+        guard available >= Frame.headerSize + length else { return nil }
+        let start = readIndex + Frame.headerSize
+        let payload = Array(buffer[start..<(start + length)])
+        readIndex = start + length
+        return (kind, payload)
+    }
+
+    /// Whether a whole frame is buffered (so ``next()`` returns one or throws).
+    public var hasFrame: Bool {
+        let available = buffer.count - readIndex
+        guard available >= Frame.headerSize else { return false }
+        var length = 0
+        for i in 1...4 { length = length << 8 | Int(buffer[readIndex + i]) }
+        return Frame.Kind(flags: buffer[readIndex]) == nil || length > maximumMessageSize
+            || available >= Frame.headerSize + length
+    }
+
+    /// The kind of the next frame, once its flags byte has arrived (nil before, and for
+    /// an unknown flags byte).
+    public var nextKind: Frame.Kind? {
+        readIndex < buffer.count ? Frame.Kind(flags: buffer[readIndex]) : nil
+    }
+
+    /// Call at end of stream: throws `truncated frame` if a frame was cut off.
+    public func finish() throws(TransportError) {
+        if let failed { throw failed }
+        let available = buffer.count - readIndex
+        if available > 0 {
+            throw TransportError(
+                code: .internal, reason: .truncatedFrame,
+                message: "the stream ended inside a frame (\(available) bytes of an unfinished frame)")
+        }
+    }
+
+    private mutating func fail(_ error: TransportError) throws(TransportError) -> (kind: Frame.Kind, payload: [UInt8])? {
+        failed = error
+        buffer = []
+        readIndex = 0
+        throw error
+    }
+}
