@@ -9,7 +9,11 @@ struct CallSmokeTests {
         let transport = try BSDTransport(configuration: TransportConfiguration(eventLoopCount: 2))
         let options = CallOptions(enableFlowControl: flowControl)
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
-            for try await message in call.messages { try await call.write(message) }
+            for try await message in call.messages {
+                // The async face runs on the call's loop: no hop to the global pool.
+                precondition(call.call.eventLoop.inEventLoop, "the server's async face left the call's loop")
+                try await call.write(message)
+            }
             return .ok
         }
         let channel = Channel(target: server.localAddress, transport: transport)
@@ -18,7 +22,10 @@ struct CallSmokeTests {
             for size in sizes { try await call.write((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ size) }) }
             try await call.finishSending()
             var replies: [[UInt8]] = []
-            for try await message in call.messages { replies.append(message) }
+            for try await message in call.messages {
+                #expect(call.call.eventLoop.inEventLoop, "the client's async face left the call's loop")
+                replies.append(message)
+            }
             return (replies, await call.status())
         }
         #expect(status.isOK)
