@@ -132,6 +132,11 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardConformance", "SwitchyardBackends"],
             swiftSettings: strict
         ),
+        // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
+        .testTarget(
+            name: "FuzzTests",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "ExamplesTests",
             dependencies: ["Switchyard"],

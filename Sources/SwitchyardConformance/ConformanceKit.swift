@@ -49,16 +49,24 @@ public import Switchyard
 ///   loop; re-entrancy is not checked), F6 (14), F8 (14: `shutdownNow`; 17: the grace
 ///   period, except an early return once every connection closed).
 /// - G2 (every run: no descriptor left open after shutdown).
+/// - Calls (18–25, over channels, calls and `CallServer`): B1, B7 (18: 0 B to 4 MiB, the
+///   maximum message size), B2 (23: frames split anywhere), B4 (22: 256 MiB), B5 and F4
+///   in part (19: `didWriteData` once per message, in order, on the loop), C1, C3 (20,
+///   21: flow control on and off), C2, C5, C6 (22: a reader that stops asking holds at
+///   most one message and one read buffer, the sender is pushed back), protocol errors
+///   on both sides (23), E6, F5, F6 (24), and a fresh connection after a broken one (25;
+///   J3 in part).
 /// - H1 in part (v4 and v6 literals; link-local scope needs a link-local interface),
 ///   H2 (9).
 ///
 /// Not covered, and why:
-/// - A3 (unroutable connect times out), A4 (cancel a pending connect), F5 (caller
-///   cancel), F7 (deadline): a loopback connect completes at once, so a pending connect
+/// - A3 (unroutable connect times out), A4 (cancel a pending connect), F5 for a pending
+///   connect (a call's cancel is 24), F7 (deadline): a loopback connect completes at once, so a pending connect
 ///   needs a black-hole route or fault injection the kit does not have yet.
 /// - A6, A7: connect returns a connected connection; there is no write before connect
 ///   and no second connect on one connection in this API.
-/// - B2 (frames), C3 (one request, one read; request before active), C4 (watermarks),
+/// - For the byte-stream ``Connection`` (calls cover them: 20, 23): B2 (frames), C3 (one
+///   request, one read; request before active); and C4 (watermarks),
 ///   F9, H4, J (connectivity states): these are properties of channels, calls,
 ///   framing and `AsyncConnection` (the core), tested with the core and with the
 ///   channel layer when it lands; the byte-stream ``Connection`` has no framing, no
@@ -93,6 +101,16 @@ public enum ConformanceKit {
         .acceptThenClose,             // 15
         .listenErrors,                // 16
         .gracefulShutdown,            // 17
+        .callEchoIntegrity,                    // 18
+        .callWriteReports,                     // 19
+        .callStackedRequests,                  // 20
+        .callWithoutFlowControlDelivers,       // 21
+        .callFlowControlBoundsMemory,          // 22
+        .callProtocolErrors,                   // 23
+        .callBrokenConnectionIsUnavailable,    // 24
+        .callAfterBrokenConnectionReconnects,  // 25
+        .callEndsWithoutOutstandingRequest,    // 26
+        .callEarlyRequestsLoseNothing,         // 27
     ]
 
     /// The scenario named `name`, if any.

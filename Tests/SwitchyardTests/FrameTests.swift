@@ -159,3 +159,27 @@ struct FlowControllerTests {
         #expect(CallOptions(flowController: ByteWindowFlowController(window: 1)).makeFlowController() is ByteWindowFlowController)
     }
 }
+
+@Suite("Frames: fuzzer findings")
+struct FrameFuzzFindingsTests {
+    @Test("After an error the decoder reports a frame and buffers nothing more")
+    func afterError() {
+        // Found by scripts/fuzz: input 00 01 00 00 00 00 00 01 41.
+        var decoder = FrameDecoder(maximumMessageSize: 0)
+        decoder.append([0, 0, 0, 0, 1])
+        #expect(throws: TransportError.self) { try decoder.next() }
+        #expect(decoder.hasFrame)
+        decoder.append([UInt8](repeating: 0x41, count: 1_000_000))
+        #expect(decoder.bufferedBytes == 0)
+    }
+
+    @Test("A status reason that is not UTF-8 is a protocol violation, and long reasons are cut on a character")
+    func reasonNotUTF8() {
+        // Found by scripts/fuzz: status payload 02 56 ff x 86.
+        #expect(throws: TransportError.self) { try CallStatus(decoding: [2, 86] + [UInt8](repeating: 0xff, count: 86)) }
+        let long = CallStatus(error: TransportError(code: .internal, reason: .init(String(repeating: "é", count: 200)), message: "m"))
+        let decoded = try? CallStatus(decoding: long.encoded)
+        #expect(decoded?.error?.reason.name == String(repeating: "é", count: 127))
+        #expect(decoded.map { try? CallStatus(decoding: $0.encoded) } == decoded)
+    }
+}

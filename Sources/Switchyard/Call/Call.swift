@@ -14,8 +14,10 @@ import Synchronization
 /// - **Receiving.** With flow control off, messages are delivered as they arrive. With
 ///   it on, nothing is delivered until ``receiveNextMessage()`` or
 ///   ``receiveNextMessages(_:)`` asks; requests stack; while nothing is asked for the
-///   connection stops reading, so TCP pushes back on the sender and the call holds at
-///   most one message plus one read buffer (``bufferedBytes``).
+///   call reads ahead only until one whole frame waits and then stops reading the
+///   connection, so TCP pushes back on the sender, the call holds at most one message
+///   plus one read buffer (``bufferedBytes``), and a status, end of stream or reset
+///   that follows what was asked for is still seen.
 /// - **Ending.** ``CallHandler/call(_:didCloseWith:)`` runs once: on the client with the
 ///   server's status; on the server once its status is in the kernel; on either side
 ///   with `unavailable` if the connection broke first (the transport's error: reset,
@@ -60,6 +62,8 @@ public final class Call: @unchecked Sendable {
     private var draining = false
     private let bufferedSnapshot = Atomic<Int>(0)
     private var adapter: Adapter?
+    /// Whether ``start(handler:)`` took effect: no reading before the handler is set.
+    private var started = false
 
     init(role: Role, connection: any Connection, options: CallOptions) {
         self.role = role
@@ -76,6 +80,7 @@ public final class Call: @unchecked Sendable {
         onLoop {
             self.handler = handler
             self.connection.setHandler(adapter)
+            self.started = true
             self.updateReading()
         }
     }
@@ -269,11 +274,14 @@ public final class Call: @unchecked Sendable {
 
     private func updateReading() {
         bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
+        guard started else { return }
         let want: Bool
         if draining {
             want = !peerEnded
         } else {
-            want = status == nil && !peerEnded && flow.mayDeliver && !decoder.hasFrame
+            // Read ahead to one whole frame even when nothing is asked for, so the
+            // status, the peer's end or a reset is seen; stop once a frame waits.
+            want = status == nil && !peerEnded && !decoder.hasFrame
         }
         guard want != reading else { return }
         reading = want

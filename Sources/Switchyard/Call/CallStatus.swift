@@ -19,12 +19,19 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
     /// bytes, then the message.
     public var encoded: [UInt8] {
         guard let error else { return [0, 0] }
-        let reason = Array(error.reason.name.utf8.prefix(255))
+        // At most 255 bytes, cut at a character boundary so it stays valid UTF-8.
+        var reason: [UInt8] = []
+        for character in error.reason.name {
+            let bytes = Array(String(character).utf8)
+            if reason.count + bytes.count > 255 { break }
+            reason += bytes
+        }
         return [error.code.wireValue, UInt8(reason.count)] + reason + Array(error.message.utf8)
     }
 
     /// Decodes a trailer payload.
-    /// - Throws: `internal`, reason `protocol violation`, for a malformed status.
+    /// - Throws: `internal`, reason `protocol violation`, for a malformed status (too
+    ///   short, an unknown code, a reason past the end or not UTF-8).
     public init(decoding payload: [UInt8]) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .internal, reason: .protocolViolation, message: "malformed status frame: \(why)")
@@ -37,7 +44,9 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
         guard let code = TransportError.Code(wireValue: payload[0]) else { throw bad("unknown code \(payload[0])") }
         let reasonLength = Int(payload[1])
         guard payload.count >= 2 + reasonLength else { throw bad("reason runs past the frame") }
-        let reason = String(decoding: payload[2..<(2 + reasonLength)], as: UTF8.self)
+        guard let reason = String(validating: payload[2..<(2 + reasonLength)], as: UTF8.self) else {
+            throw bad("the reason is not UTF-8")
+        }
         let message = String(decoding: payload[(2 + reasonLength)...], as: UTF8.self)
         self.init(error: TransportError(code: code, reason: .init(reason), message: message))
     }

@@ -5,9 +5,9 @@
 /// A flow controller is a small state machine owned by one call and driven on the call's
 /// event loop: the call asks ``mayDeliver`` before it hands over each decoded message and
 /// tells ``didDeliver(bytes:)`` after; the application's requests arrive through
-/// ``request(_:)``. While ``mayDeliver`` is false and no whole message is buffered, the
-/// call stops reading the socket, so TCP pushes back on the sender and the receiver
-/// holds at most one message plus one read buffer.
+/// ``request(_:)``. While ``mayDeliver`` is false the call reads only until one whole
+/// frame waits, then stops reading the socket, so TCP pushes back on the sender and the
+/// receiver holds at most one message plus one read buffer.
 public protocol FlowController: Sendable {
     /// Whether each sent message's arrival in the kernel is reported as `didWriteData`.
     var reportsWrites: Bool { get }

@@ -78,8 +78,9 @@ public struct FrameDecoder: Sendable {
     /// Bytes received and not yet returned as frames.
     public var bufferedBytes: Int { buffer.count - readIndex }
 
-    /// Adds received bytes.
+    /// Adds received bytes. After a decoding error they are dropped: the stream is dead.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if failed != nil { return }
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
             readIndex = 0
@@ -122,6 +123,7 @@ public struct FrameDecoder: Sendable {
 
     /// Whether a whole frame is buffered (so ``next()`` returns one or throws).
     public var hasFrame: Bool {
+        if failed != nil { return true }
         let available = buffer.count - readIndex
         guard available >= Frame.headerSize else { return false }
         var length = 0

@@ -1,0 +1,824 @@
+import Switchyard
+import Synchronization
+
+// Calls over every backend pair: framing, per-call flow control (DESIGN.md, behaviour 5),
+// protocol errors, and calls whose connection breaks (behaviour 2).
+
+extension ConformanceScenario {
+    /// 18. The async face echoes messages from 0 bytes to the maximum message size.
+    public static let callEchoIntegrity = ConformanceScenario(
+        "Call messages from 0 bytes to 4 MiB echo back intact and in order, with flow control off and on, and the call ends OK",
+        checklist: ["B1", "B7"], timeLimit: .seconds(120)
+    ) { context in
+        // The maximum message size is 4 MiB by default, and a 4 MiB message is allowed.
+        let sizes = [0, 1, 100, 65_536, 1 << 20, Frame.defaultMaximumMessageSize]
+        for flowControl in [false, true] {
+            let label = flowControl ? "flow control on" : "flow control off"
+            let options = CallOptions(enableFlowControl: flowControl)
+            let serverErrors = Collected<String>()
+            let server = try await context.startCallServer(options: options) { call in
+                do {
+                    for try await message in call.messages { try await call.write(message) }
+                } catch {
+                    serverErrors.append("\(error)")
+                    throw error
+                }
+                return .ok
+            }
+            defer { server.close() }
+            let channel = context.channel(to: server)
+            let payloads = sizes.enumerated().map {
+                ConformancePattern.bytes(count: $0.element, seed: UInt64(18_000 + $0.offset + (flowControl ? 50 : 0)))
+            }
+            let started = ContinuousClock.now
+            let (replies, status) = try await context.step("an echo call of messages of \(sizes) bytes (\(label))", seconds: 90) {
+                try await channel.withCall(options: options) { call in
+                    // The writer runs beside the reader: a 4 MiB echo does not fit in the
+                    // socket buffers, so writing everything before reading could deadlock.
+                    async let sent: Void = send(payloads, on: call, thenFinish: true)
+                    var replies: [[UInt8]] = []
+                    for try await message in call.messages { replies.append(message) }
+                    try await sent
+                    return (replies, await call.status())
+                }
+            }
+            try context.expectOK(status, "the client's status (\(label))")
+            try context.expect(serverErrors.count == 0, "the server's call failed (\(label)): \(serverErrors.all)")
+            try context.expectEqual(replies.map(\.count), sizes, "the sizes of the echoed messages, in order (\(label))")
+            for (index, payload) in payloads.enumerated() {
+                try context.expectBytes(replies[index], payload, "the echo of message \(index) (\(payload.count) bytes, \(label))")
+            }
+            context.log("\(label): \(sizes.count) messages, \(sizes.reduce(0, +)) bytes, echoed intact in \(ContinuousClock.now - started)")
+        }
+    }
+
+    /// 19. didWriteData: once per message, in order, with flow control on; never with it off.
+    public static let callWriteReports = ConformanceScenario(
+        "With flow control on every sent message reports didWriteData once and in order, and with it off none does",
+        checklist: ["B5", "F4"], timeLimit: .seconds(60)
+    ) { context in
+        let count = 100
+        var generator = ConformancePattern.Generator(seed: 19)
+        let payloads = (0..<count).map { ConformancePattern.bytes(count: generator.next(in: 1...32_768), seed: UInt64(19_000 + $0)) }
+        for flowControl in [true, false] {
+            let label = flowControl ? "flow control on" : "flow control off"
+            let received = Collected<[UInt8]>()
+            let server = try await context.startCallServer { call in
+                for try await message in call.messages { received.append(message) }
+                return .ok
+            }
+            defer { server.close() }
+            let recorder = CallRecorder()
+            let call = try await context.startCall(
+                on: context.channel(to: server), options: CallOptions(enableFlowControl: flowControl), handler: recorder)
+            // All sent in a row without waiting, alternating the two ways to send: even
+            // messages with a completion (noted in the same log), odd ones without.
+            for (index, payload) in payloads.enumerated() {
+                if index.isMultiple(of: 2) {
+                    call.send(payload) { recorder.note(completion: index, $0) }
+                } else {
+                    call.send(payload)
+                }
+            }
+            try await context.waitUntil(seconds: 20, "the server received all \(count) messages (\(label))") { received.count >= count }
+            if flowControl {
+                try await context.waitUntil(seconds: 10, "\(count) didWriteData arrived (\(label))") { recorder.writeCount >= count }
+            }
+            // Anything extra would come soon after; wait a little for it.
+            try await Task.sleep(for: .milliseconds(200))
+            let events = recorder.snapshot
+            try context.expectEqual(events.writes, flowControl ? count : 0, "didWriteData reports for \(count) sent messages (\(label))")
+            // Each didWriteData comes right after its message's completion, so the k-th
+            // report is for the k-th message: completion 0, report, report, completion 2, ...
+            var expected: [CallRecorder.Event] = []
+            for index in 0..<count {
+                if index.isMultiple(of: 2) { expected.append(.completion(index)) }
+                if flowControl { expected.append(.wrote) }
+            }
+            if events.log != expected {
+                let at = zip(events.log, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(events.log.count, expected.count)
+                try context.fail("the order of completions and didWriteData (\(label)) differs at event \(at): expected \(expected[at..<min(at + 4, expected.count)]), received \(events.log[at..<min(at + 4, events.log.count)]) (\(events.log.count) events in all)")
+            }
+            if let (index, error) = events.failedCompletions.first {
+                try context.fail("send \(index) completed with \(error) (\(label))")
+            }
+            let messages = received.all
+            try context.expectEqual(messages.count, count, "messages the server received (\(label))")
+            for (index, payload) in payloads.enumerated() {
+                try context.expectBytes(messages[index], payload, "message \(index) as the server received it (\(label))")
+            }
+            // End the call. With flow control on the client reads only when it asks: it
+            // asks for the reply (there is none, only the status).
+            call.finishSending()
+            if flowControl { call.receiveNextMessage() }
+            let status = try await context.status(of: recorder, "the client's call (\(label))")
+            try context.expectOK(status, "the client's status (\(label))")
+            try context.expectWellBehaved(recorder, "the client's call (\(label))")
+            context.log("\(label): \(events.writes) didWriteData for \(count) messages")
+        }
+    }
+
+    /// 20. Stacked requests deliver exactly what was asked for.
+    public static let callStackedRequests = ConformanceScenario(
+        "With flow control on a call delivers exactly the messages asked for, requests stack, and the rest arrive in order when asked",
+        checklist: ["C1", "C3"], timeLimit: .seconds(60)
+    ) { context in
+        let payloads = (0..<10).map { ConformancePattern.bytes(count: 100 + 37 * $0, seed: UInt64(20_000 + $0)) }
+        let server = try await context.startCallServer { call in
+            // On the client's go, ten messages, then OK.
+            _ = try await call.next()
+            for payload in payloads { try await call.write(payload) }
+            return .ok
+        }
+        defer { server.close() }
+        let recorder = CallRecorder()
+        let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+
+        // Requests made before anything arrived stack: 2 + 1.
+        call.receiveNextMessages(2)
+        call.receiveNextMessage()
+        call.send(Array("go".utf8))
+        try await context.waitUntil(seconds: 10, "the 3 messages asked for arrived") { recorder.messageCount >= 3 }
+        try await Task.sleep(for: .milliseconds(200))
+        try context.expectEqual(recorder.messageCount, 3, "messages delivered 200 ms after receiveNextMessages(2) and receiveNextMessage() (10 were sent)")
+
+        // Later requests: one, one, and zero.
+        call.receiveNextMessage()
+        call.receiveNextMessage()
+        call.receiveNextMessages(0)
+        try await context.waitUntil(seconds: 10, "2 more messages arrived after receiveNextMessage() twice") { recorder.messageCount >= 5 }
+        try await Task.sleep(for: .milliseconds(200))
+        try context.expectEqual(recorder.messageCount, 5, "messages delivered 200 ms after asking for 5 in all")
+        if let status = recorder.status {
+            try context.fail("the call ended with \(status) with 5 of its 10 messages delivered")
+        }
+
+        // The rest, in two stacked requests; then the status.
+        call.receiveNextMessages(3)
+        call.receiveNextMessages(2)
+        let status = try await context.status(of: recorder, "the call, once all 10 messages were asked for")
+        try context.expectOK(status, "the client's status")
+        let messages = recorder.snapshot.messages
+        try context.expectEqual(messages.count, payloads.count, "messages delivered")
+        for (index, payload) in payloads.enumerated() {
+            try context.expectBytes(messages[index], payload, "message \(index) as delivered")
+        }
+        try context.expectWellBehaved(recorder, "the client's call")
+    }
+
+    /// 21. Flow control off: delivered as they arrive.
+    public static let callWithoutFlowControlDelivers = ConformanceScenario(
+        "With flow control off a call delivers every message as it arrives, without being asked",
+        checklist: ["C1"], timeLimit: .seconds(30)
+    ) { context in
+        let payloads = (0..<5).map { ConformancePattern.bytes(count: 1000 * ($0 + 1), seed: UInt64(21_000 + $0)) }
+        let server = try await context.startCallServer { call in
+            for payload in payloads { try await call.write(payload) }
+            return .ok
+        }
+        defer { server.close() }
+        let recorder = CallRecorder()
+        // The client never calls receiveNextMessage().
+        _ = try await context.startCall(on: context.channel(to: server), handler: recorder)
+        let status = try await context.status(of: recorder, "the call that never asked for a message")
+        try context.expectOK(status, "the client's status")
+        let events = recorder.snapshot
+        try context.expectEqual(events.messages.count, payloads.count, "messages delivered without asking")
+        for (index, payload) in payloads.enumerated() {
+            try context.expectBytes(events.messages[index], payload, "message \(index) as delivered")
+        }
+        try context.expectEqual(events.writes, 0, "didWriteData reports with flow control off")
+        try context.expectWellBehaved(recorder, "the client's call")
+    }
+
+    /// 22. A reader that does not ask pushes the sender back and holds little.
+    public static let callFlowControlBoundsMemory = ConformanceScenario(
+        "With flow control on a reader that stops asking holds at most one message and one read buffer and pushes the sender back, then gets all 256 MiB intact",
+        checklist: ["B4", "C2", "C5", "C6"], timeLimit: .seconds(240)
+    ) { context in
+        let messageSize = 64 * 1024
+        let total = 4096  // 256 MiB
+        let window = 8  // messages the sender keeps outstanding
+        let readBuffer = 64 * 1024  // every backend reads at most 64 KiB at a time
+        let bound = messageSize + Frame.headerSize + readBuffer
+        let patterns = (0..<16).map { ConformancePattern.bytes(count: messageSize, seed: UInt64(22_000 + $0)) }
+        // Message i: pattern i % 16 with i stamped in its first 8 bytes, so a dropped,
+        // repeated or reordered message shows.
+        let message: @Sendable (Int) -> [UInt8] = { index in
+            var bytes = patterns[index % patterns.count]
+            for byte in 0..<8 { bytes[byte] = UInt8(truncatingIfNeeded: index >> (8 * byte)) }
+            return bytes
+        }
+
+        let readerCalls = Collected<Call>()
+        let reader = VerifyingReader(expected: message)
+        let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+            readerCalls.append(call)
+            return reader
+        }
+        defer { server.close() }
+        let sender = PacedSender(total: total, window: window, message: message)
+        let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: sender)
+        sender.start(call)
+        try await context.waitUntil(seconds: 10, "the server accepted the call") { readerCalls.count == 1 }
+        let readerCall = readerCalls[0]
+
+        // The reader asks for one message (so it has read from the connection), then
+        // for nothing.
+        readerCall.receiveNextMessage()
+        try await context.waitUntil(seconds: 10, "the reader got the one message it asked for") { reader.state.received >= 1 }
+        let quietWait = ContinuousClock.now
+        while ContinuousClock.now - sender.state.lastCompletion < .milliseconds(500) {
+            let completed = sender.state.completed
+            try context.expect(
+                ContinuousClock.now - quietWait < .seconds(60),
+                "the sender's messages kept completing for 60 s (\(completed) of \(total)) while the reader asked for nothing: nothing pushed it back")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let held = try await context.bufferedBytes(of: readerCall)
+        let completed = sender.state.completed
+        context.log("held \(held) bytes while not asked (bound \(bound)); the sender was pushed back after \(completed) of \(total) messages (\(completed * messageSize >> 10) KiB)")
+        try context.expect(held <= bound, "the reader's call holds \(held) bytes while no message is asked for; expected at most one message and one read buffer (\(messageSize) + \(Frame.headerSize) + \(readBuffer) = \(bound))")
+        try context.expect(completed < total, "all \(total) messages (\(total * messageSize) bytes) completed while the reader asked for nothing: the sender was never pushed back")
+        try context.expectEqual(reader.state.received, 1, "messages delivered to a reader that asked for one")
+
+        // No busy loop while everything waits.
+        let cpuBefore = processCPUTime()
+        let wallBefore = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(500))
+        let cpu = processCPUTime() - cpuBefore
+        let wall = ContinuousClock.now - wallBefore
+        try context.expect(cpu < wall * 0.5, "the process used \(cpu) of CPU in \(wall) while the sender was pushed back and the reader asked for nothing: a busy loop")
+
+        // Now the reader asks for everything (more than is left, so it also reads the
+        // client's end); every message arrives intact and in order; both ends end OK.
+        let started = ContinuousClock.now
+        readerCall.receiveNextMessages(total)
+        try await context.waitUntil(seconds: 180, "the reader got all \(total) messages") {
+            reader.state.received >= total || reader.state.failure != nil
+        }
+        if let failure = reader.state.failure { try context.fail(failure) }
+        let senderStatus = try await context.status(of: sender.recorder, "the sender's call", seconds: 20)
+        try context.expectOK(senderStatus, "the sender's (client's) status")
+        let readerStatus = try await context.status(of: reader.recorder, "the reader's call", seconds: 20)
+        try context.expectOK(readerStatus, "the reader's (server's) status")
+        try context.expectEqual(sender.state.completed, total, "didWriteData reports at the sender")
+        try context.expectEqual(reader.state.received, total, "messages the reader received")
+        context.log("the remaining \(total - 1) messages arrived intact in \(ContinuousClock.now - started)")
+    }
+
+    /// 23. Protocol errors end the offending call only.
+    public static let callProtocolErrors = ConformanceScenario(
+        "Frames split anywhere decode, and an oversized, truncated or garbage frame ends its call with the protocol error while the server keeps serving",
+        checklist: ["B2"], timeLimit: .seconds(90)
+    ) { context in
+        let maximum = Frame.defaultMaximumMessageSize
+        let serverCalls = Collected<CallRecorder>()
+        let server = try await context.startCallServer { call in
+            // An echo: every message back, and OK once the client finished sending.
+            let recorder = CallRecorder(onReceive: { call, message in call.send(message) }, onEnd: { call in call.finish() })
+            serverCalls.append(recorder)
+            return recorder
+        }
+        defer { server.close() }
+        let endpoint = Endpoint(host: "127.0.0.1", port: server.localAddress.port)
+        let channel = context.channel(to: server)
+
+        // Frames split anywhere, headers included, decode: a raw client writes three
+        // frames in pieces of 1 to 7 bytes, then of up to 20,000 bytes.
+        do {
+            let messages = [0, 1000, 70_000].map { ConformancePattern.bytes(count: $0, seed: UInt64(23_000 + $0)) }
+            let stream = messages.flatMap { Frame.encode(.message, payload: $0) }
+            let raw = AsyncConnection(try await context.connect(to: endpoint))
+            var generator = ConformancePattern.Generator(seed: 23)
+            var offset = 0
+            var pieces = 0
+            while offset < stream.count {
+                let length = min(stream.count - offset, generator.next(in: 1...(pieces < 60 ? 7 : 20_000)))
+                let piece = Array(stream[offset..<offset + length])
+                try await context.step("writing piece \(pieces) of the split frames") { try await raw.write(piece) }
+                offset += length
+                pieces += 1
+                if pieces < 60 { try await Task.sleep(for: .milliseconds(1)) }
+            }
+            try await context.step("the raw client's shutdownOutput") { try await raw.shutdownOutput() }
+            let reply = try await context.readToEnd(from: raw)
+            raw.close()
+            var decoder = FrameDecoder()
+            decoder.append(reply)
+            var frames: [(kind: Frame.Kind, payload: [UInt8])] = []
+            do {
+                while let frame = try decoder.next() { frames.append(frame) }
+                try decoder.finish()
+            } catch {
+                try context.fail("the server's reply to frames written in \(pieces) pieces does not decode: \(error)")
+            }
+            try context.expectEqual(frames.map(\.kind), [.message, .message, .message, .status], "the kinds of the frames the server sent back")
+            for (index, message) in messages.enumerated() {
+                try context.expectBytes(frames[index].payload, message, "the echo of message \(index) (\(message.count) bytes), sent in pieces")
+            }
+            let status = try? CallStatus(decoding: frames[3].payload)
+            try context.expect(status?.isOK == true, "the server's status frame says \(status.map { "\($0)" } ?? "something malformed: \(frames[3].payload)"); expected OK")
+            context.log("3 frames written in \(pieces) pieces decoded and echoed")
+        }
+
+        // A bad client: the server's call ends with the protocol error; the raw client
+        // sees the connection end; then a normal call on the same server works.
+        struct Bad {
+            var name: String
+            var bytes: [UInt8]
+            var thenEndStream: Bool
+            var code: TransportError.Code
+            var reason: TransportError.Reason
+            var messagesBefore: Int
+        }
+        let good = ConformancePattern.bytes(count: 100, seed: 23_100)
+        let bad: [Bad] = [
+            Bad(name: "a header announcing \(maximum + 1) bytes (the maximum message size + 1)",
+                bytes: rawFrame(flags: 0, announcedLength: maximum + 1), thenEndStream: false,
+                code: .resourceExhausted, reason: .frameTooLarge, messagesBefore: 0),
+            Bad(name: "a header announcing 1000 bytes and 400 of them, then end of stream",
+                bytes: rawFrame(flags: 0, announcedLength: 1000, payload: ConformancePattern.bytes(count: 400, seed: 23_200)), thenEndStream: true,
+                code: .internal, reason: .truncatedFrame, messagesBefore: 0),
+            Bad(name: "3 bytes of a header, then end of stream",
+                bytes: [0, 0, 0], thenEndStream: true,
+                code: .internal, reason: .truncatedFrame, messagesBefore: 0),
+            Bad(name: "a good message, then a frame with flags 0x7F",
+                bytes: Frame.encode(.message, payload: good) + rawFrame(flags: 0x7F, announcedLength: 10, payload: ConformancePattern.bytes(count: 10, seed: 23_300)),
+                thenEndStream: false, code: .internal, reason: .unknownFrameFlags, messagesBefore: 1),
+            Bad(name: "a status frame from the client",
+                bytes: Frame.encode(.status, payload: CallStatus.ok.encoded), thenEndStream: false,
+                code: .internal, reason: .protocolViolation, messagesBefore: 0),
+        ]
+        for (caseIndex, input) in bad.enumerated() {
+            let index = serverCalls.count
+            let raw = AsyncConnection(try await context.connect(to: endpoint))
+            try await context.step("writing \(input.name)") { try await raw.write(input.bytes) }
+            if input.thenEndStream {
+                try await context.step("shutdownOutput after \(input.name)") { try await raw.shutdownOutput() }
+            }
+            try await context.waitUntil(seconds: 10, "the server accepted the raw client's call") { serverCalls.count > index }
+            let recorder = serverCalls[index]
+            let status = try await context.status(of: recorder, "the server's call after \(input.name)")
+            try context.expectStatus(status, code: input.code, reason: input.reason, "the server's call after \(input.name)")
+            try context.expectEqual(recorder.snapshot.messages.count, input.messagesBefore, "messages the server's call received before \(input.name)")
+            try context.expectWellBehaved(recorder, "the server's call after \(input.name)")
+            let (bytes, ending) = try await context.drainToEndOrReset(raw, "the raw client's read after \(input.name)")
+            if input.messagesBefore > 0 && !bytes.isEmpty {
+                // The echo of the good message may come back before the end.
+                try context.expectBytes(bytes, Frame.encode(.message, payload: good), "what the raw client read after \(input.name)")
+            } else {
+                try context.expectEqual(bytes.count, 0, "bytes the raw client read after \(input.name)")
+            }
+            raw.close()
+            context.log("\(input.name): the server's call ended with \(status); the raw client saw \(ending)")
+
+            let message = ConformancePattern.bytes(count: 5000, seed: UInt64(23_400 + caseIndex))
+            let (replies, normal) = try await context.step("a normal call after \(input.name)", seconds: 20) {
+                try await channel.withCall { call in
+                    try await call.write(message)
+                    try await call.finishSending()
+                    var replies: [[UInt8]] = []
+                    for try await reply in call.messages { replies.append(reply) }
+                    return (replies, await call.status())
+                }
+            }
+            try context.expectOK(normal, "the status of a normal call after \(input.name)")
+            try context.expectEqual(replies.count, 1, "echoed messages in a normal call after \(input.name)")
+            try context.expectBytes(replies[0], message, "the echo in a normal call after \(input.name)")
+        }
+        try await context.waitUntil(seconds: 10, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
+
+        // A bad server: the client's call ends with the protocol error.
+        enum Ending { case none, endStream, close }
+        struct BadServer {
+            var name: String
+            var bytes: [UInt8]
+            var ending: Ending
+            var code: TransportError.Code
+            var reason: TransportError.Reason
+            var messagesBefore: Int
+        }
+        let badServer: [BadServer] = [
+            BadServer(name: "a header announcing \(maximum + 1) bytes (the maximum message size + 1)",
+                      bytes: rawFrame(flags: 0, announcedLength: maximum + 1), ending: .none,
+                      code: .resourceExhausted, reason: .frameTooLarge, messagesBefore: 0),
+            BadServer(name: "a good message, then a frame with flags 0x7F",
+                      bytes: Frame.encode(.message, payload: good) + rawFrame(flags: 0x7F, announcedLength: 4, payload: [1, 2, 3, 4]), ending: .none,
+                      code: .internal, reason: .unknownFrameFlags, messagesBefore: 1),
+            BadServer(name: "a header announcing 1000 bytes and 400 of them, then end of stream",
+                      bytes: rawFrame(flags: 0, announcedLength: 1000, payload: ConformancePattern.bytes(count: 400, seed: 23_500)), ending: .endStream,
+                      code: .internal, reason: .truncatedFrame, messagesBefore: 0),
+            BadServer(name: "a status frame with an unknown code",
+                      bytes: rawFrame(flags: 1, announcedLength: 2, payload: [99, 0]), ending: .none,
+                      code: .internal, reason: .protocolViolation, messagesBefore: 0),
+            BadServer(name: "a good message, then a close without a status",
+                      bytes: Frame.encode(.message, payload: good), ending: .close,
+                      code: .unavailable, reason: .closed, messagesBefore: 1),
+        ]
+        let listener = try await context.listen()
+        defer { listener.close() }
+        let rawChannel = Channel(target: context.endpoint(of: listener), transport: context.client)
+        for input in badServer {
+            let recorder = CallRecorder()
+            _ = try await context.startCall(on: rawChannel, handler: recorder)
+            let peer = AsyncConnection(try await context.accept(from: listener))
+            try await context.step("the raw server writing \(input.name)") { try await peer.write(input.bytes) }
+            switch input.ending {
+            case .none: break
+            case .endStream: try await context.step("the raw server's shutdownOutput after \(input.name)") { try await peer.shutdownOutput() }
+            case .close: peer.close()
+            }
+            let status = try await context.status(of: recorder, "the client's call after the server sent \(input.name)")
+            try context.expectStatus(status, code: input.code, reason: input.reason, "the client's call after the server sent \(input.name)")
+            let events = recorder.snapshot
+            try context.expectEqual(events.messages.count, input.messagesBefore, "messages the client's call received before \(input.name)")
+            if input.messagesBefore > 0 { try context.expectBytes(events.messages[0], good, "the good message before \(input.name)") }
+            try context.expectWellBehaved(recorder, "the client's call after the server sent \(input.name)")
+            var ending = "its own close"
+            if input.ending != .close {
+                let (bytes, how) = try await context.drainToEndOrReset(peer, "the raw server's read after sending \(input.name)")
+                try context.expectEqual(bytes.count, 0, "bytes the raw server read from a client that sent nothing")
+                ending = how
+            }
+            peer.close()
+            context.log("server sent \(input.name): the client's call ended with \(status); the raw server saw \(ending)")
+        }
+        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(rawChannel.openCalls))") { rawChannel.openCalls == 0 }
+    }
+
+    /// 24. A broken connection ends the call with unavailable; cancel breaks it for the peer.
+    public static let callBrokenConnectionIsUnavailable = ConformanceScenario(
+        "When the connection under a call breaks the call ends with unavailable, and a cancelled call ends the peer's with unavailable",
+        checklist: ["E6", "F5", "F6"], timeLimit: .seconds(60)
+    ) { context in
+        let resetMessage = Array("reset".utf8)
+        let cancelMessage = Array("cancel".utf8)
+        let serverCalls = Collected<CallRecorder>()
+        let server = try await context.startCallServer { call in
+            // An echo that resets its connection on "reset" and cancels its call on "cancel".
+            let recorder = CallRecorder(
+                onReceive: { call, message in
+                    if message == resetMessage {
+                        call.connection.reset()
+                    } else if message == cancelMessage {
+                        call.cancel()
+                    } else {
+                        call.send(message)
+                    }
+                },
+                onEnd: { call in call.finish() })
+            serverCalls.append(recorder)
+            return recorder
+        }
+        defer { server.close() }
+        let channel = context.channel(to: server)
+        let first = ConformancePattern.bytes(count: 3000, seed: 24)
+
+        // The server resets the connection mid-call: the client's messages end with
+        // unavailable (reset), and so does its status (async face).
+        for flowControl in [false, true] {
+            let label = flowControl ? "flow control on" : "flow control off"
+            let index = serverCalls.count
+            let outcome = try await context.step("a call whose server resets mid-call (\(label))", seconds: 20) {
+                try await channel.withCall(options: CallOptions(enableFlowControl: flowControl)) { call -> (echo: [UInt8]?, error: (any Error)?, status: CallStatus) in
+                    try await call.write(first)
+                    var messages = call.messages.makeAsyncIterator()
+                    let echo = try await messages.next()
+                    try await call.write(resetMessage)
+                    do {
+                        while try await messages.next() != nil {}
+                        return (echo, nil, await call.status())
+                    } catch {
+                        return (echo, error, await call.status())
+                    }
+                }
+            }
+            try context.expectBytes(outcome.echo ?? [], first, "the echo before the reset (\(label))")
+            try context.expectError(outcome.error, code: .unavailable, reason: .reset, "the client's next message after the server reset (\(label))")
+            try context.expectStatus(outcome.status, code: .unavailable, reason: .reset, "the client's status after the server reset (\(label))")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call that reset its connection")
+            try context.expect(!serverStatus.isOK, "the server's call that reset its connection ended OK")
+            context.log("server reset (\(label)): the client's call ended with \(outcome.status); the server's with \(serverStatus)")
+        }
+
+        // The client cancels: its call ends with cancelled, the server's with unavailable.
+        do {
+            let index = serverCalls.count
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: channel, handler: recorder)
+            call.send(first)
+            try await context.waitUntil(seconds: 10, "the echo of the first message arrived") { recorder.messageCount >= 1 }
+            call.cancel()
+            let status = try await context.status(of: recorder, "the cancelled client call")
+            try context.expectStatus(status, code: .cancelled, reason: .callCancelled, "the client's status after cancel()")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call whose client cancelled")
+            try context.expectStatus(serverStatus, code: .unavailable, reason: .reset, "the server's status after the client cancelled")
+            try context.expectWellBehaved(recorder, "the cancelled client call")
+            try context.expectWellBehaved(serverCalls[index], "the server's call whose client cancelled")
+        }
+
+        // The server cancels: its call ends with cancelled, the client's with unavailable.
+        do {
+            let index = serverCalls.count
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: channel, handler: recorder)
+            call.send(first)
+            try await context.waitUntil(seconds: 10, "the echo of the first message arrived") { recorder.messageCount >= 1 }
+            call.send(cancelMessage)
+            let status = try await context.status(of: recorder, "the client call whose server cancelled")
+            try context.expectStatus(status, code: .unavailable, reason: .reset, "the client's status after the server cancelled")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's cancelled call")
+            try context.expectStatus(serverStatus, code: .cancelled, reason: .callCancelled, "the server's status after its cancel()")
+            try context.expectWellBehaved(recorder, "the client call whose server cancelled")
+            try context.expectWellBehaved(serverCalls[index], "the server's cancelled call")
+        }
+        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
+    }
+
+    /// 25. The next call after a broken one connects afresh.
+    public static let callAfterBrokenConnectionReconnects = ConformanceScenario(
+        "A call that starts after a broken connection connects afresh and succeeds",
+        checklist: ["E6", "J3"], timeLimit: .seconds(60)
+    ) { context in
+        let resetMessage = Array("reset".utf8)
+        let server = try await context.startCallServer { call in
+            for try await message in call.messages {
+                if message == resetMessage {
+                    call.call.connection.reset()
+                    break
+                }
+                try await call.write(message)
+            }
+            return .ok
+        }
+        defer { server.close() }
+        let channel = context.channel(to: server)
+
+        let broken = try await context.step("call 1, whose server resets", seconds: 20) {
+            try await channel.withCall { call -> (port: Int, error: (any Error)?) in
+                let port = call.call.connection.localAddress.port
+                try await call.write(resetMessage)
+                do {
+                    for try await _ in call.messages {}
+                    return (port, nil)
+                } catch {
+                    return (port, error)
+                }
+            }
+        }
+        try context.expectError(broken.error, code: .unavailable, reason: .reset, "call 1 after its server reset")
+
+        let message = ConformancePattern.bytes(count: 10_000, seed: 25)
+        let fresh = try await context.step("call 2 on the same channel", seconds: 20) {
+            try await channel.withCall { call -> (port: Int, replies: [[UInt8]], status: CallStatus) in
+                let port = call.call.connection.localAddress.port
+                try await call.write(message)
+                try await call.finishSending()
+                var replies: [[UInt8]] = []
+                for try await reply in call.messages { replies.append(reply) }
+                return (port, replies, await call.status())
+            }
+        }
+        try context.expectOK(fresh.status, "call 2's status")
+        try context.expectEqual(fresh.replies.count, 1, "messages echoed in call 2")
+        try context.expectBytes(fresh.replies[0], message, "call 2's echo")
+        try context.expect(fresh.port != broken.port, "call 2 used local port \(fresh.port), the port of call 1's broken connection; expected a new connection")
+        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        context.log("call 1 (local port \(broken.port)) broke with \(broken.error!); call 2 connected afresh from port \(fresh.port) and ended OK")
+    }
+}
+
+extension ConformanceScenario {
+    /// 26. With flow control on, a call that has no request outstanding still learns how
+    /// the peer ended: the status, the client's end of stream, a reset.
+    public static let callEndsWithoutOutstandingRequest = ConformanceScenario(
+        "With flow control on a call that got every message it asked for still ends with the peer's status, end of stream or reset",
+        checklist: ["C3", "E6"], timeLimit: .seconds(60)
+    ) { context in
+        let resetMessage = Array("reset".utf8)
+        // The client asked for exactly the one message the server sends; the status
+        // follows 300 ms later, so it is not in the same read as the message.
+        do {
+            let server = try await context.startCallServer { call in
+                try await call.write([1, 2, 3])
+                try await Task.sleep(for: .milliseconds(300))
+                return .ok
+            }
+            defer { server.close() }
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+            call.receiveNextMessage()
+            let status = try await context.status(of: recorder, "a client call (flow control on) that asked for the one message the server sent, 300 ms before its status", seconds: 5)
+            try context.expectOK(status, "the client's status")
+            try context.expectEqual(recorder.snapshot.messages, [[1, 2, 3]], "the messages delivered")
+        }
+        // The server asked for exactly the one message the client sends; the client
+        // finishes sending 300 ms later: the server hears the end and ends the call.
+        do {
+            let serverCalls = Collected<Call>()
+            let serverRecorder = CallRecorder(onEnd: { call in call.finish() })
+            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+                serverCalls.append(call)
+                return serverRecorder
+            }
+            defer { server.close() }
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: context.channel(to: server), handler: recorder)
+            call.send([4, 5, 6])
+            try await context.waitUntil(seconds: 10, "the server accepted the call") { serverCalls.count == 1 }
+            serverCalls[0].receiveNextMessage()
+            try await context.waitUntil(seconds: 10, "the server's call got the message it asked for") { serverRecorder.messageCount == 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            call.finishSending()
+            try await context.waitUntil(seconds: 5, "the server's call (flow control on, its one request served) heard the client's end of stream") { serverRecorder.snapshot.ends == 1 }
+            let status = try await context.status(of: recorder, "the client's call", seconds: 5)
+            try context.expectOK(status, "the client's status")
+        }
+        // The async face: write, finish sending, then the status, without iterating.
+        do {
+            let server = try await context.startCallServer { call in
+                for try await _ in call.messages {}
+                return .ok
+            }
+            defer { server.close() }
+            let channel = context.channel(to: server)
+            let status = try await context.step("an async call (flow control on) that writes, finishes sending and awaits its status without reading messages", seconds: 5) {
+                try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+                    try await call.write([7])
+                    try await call.finishSending()
+                    return await call.status()
+                }
+            }
+            try context.expectOK(status, "the status of an async call that never iterated its messages")
+        }
+        // Nothing asked for, and the server resets the connection.
+        do {
+            let server = try await context.startCallServer { call in
+                for try await message in call.messages where message == resetMessage { call.call.connection.reset() }
+                return .ok
+            }
+            defer { server.close() }
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+            call.send(resetMessage)
+            let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5)
+            try context.expectStatus(status, code: .unavailable, reason: .reset, "the status of a call that asked for nothing when its server reset")
+        }
+    }
+
+    /// 27. Requests made before the call's handler is installed are honoured, and no
+    /// message that arrives meanwhile is lost.
+    public static let callEarlyRequestsLoseNothing = ConformanceScenario(
+        "A server call with flow control on loses no message that arrives as it starts, whichever face asks first",
+        checklist: ["C3", "B1"], timeLimit: .seconds(60)
+    ) { context in
+        let rounds = 30
+        // The async face: serve asks for its first message at once.
+        do {
+            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+                var got: [UInt8] = []
+                for try await message in call.messages { got += message }
+                try await call.write(got)
+                return .ok
+            }
+            defer { server.close() }
+            let channel = context.channel(to: server)
+            for round in 0..<rounds {
+                let replies = try await context.step("round \(round): three messages sent at once to an async server with flow control on", seconds: 5) {
+                    try await channel.withCall { call in
+                        for byte: UInt8 in 1...3 { try await call.write([byte]) }
+                        try await call.finishSending()
+                        var replies: [[UInt8]] = []
+                        for try await reply in call.messages { replies.append(reply) }
+                        return replies
+                    }
+                }
+                try context.expectEqual(replies, [[1, 2, 3]], "round \(round): what the async server (flow control on) received, echoed back")
+            }
+        }
+        // The handler face: the request comes from makeHandler, before the call starts.
+        do {
+            let serverRecorders = Collected<CallRecorder>()
+            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+                let recorder = CallRecorder(onEnd: { call in call.finish() })
+                serverRecorders.append(recorder)
+                call.receiveNextMessages(10)
+                return recorder
+            }
+            defer { server.close() }
+            let channel = context.channel(to: server)
+            for round in 0..<rounds {
+                let recorder = CallRecorder()
+                let call = try await context.startCall(on: channel, handler: recorder)
+                for byte: UInt8 in 1...3 { call.send([byte]) }
+                call.finishSending()
+                let status = try await context.status(of: recorder, "round \(round): the client's call", seconds: 5)
+                try context.expectOK(status, "round \(round): the client's status")
+                try context.expectEqual(serverRecorders[round].snapshot.messages, [[1], [2], [3]], "round \(round): messages the server's call got after asking for 10 in makeHandler")
+            }
+        }
+    }
+}
+
+/// Writes `payloads` in order, each once the previous is in the kernel; then finishes
+/// sending if asked.
+private func send(_ payloads: [[UInt8]], on call: AsyncCall, thenFinish: Bool) async throws {
+    for payload in payloads { try await call.write(payload) }
+    if thenFinish { try await call.finishSending() }
+}
+
+/// A sender that keeps at most `window` messages outstanding: it sends the next message
+/// on each didWriteData (flow control on), and finishes sending after the last. It asks
+/// for one reply at the start, so its call reads the server's status.
+///
+/// Sends happen on the call's loop only (the first `window` from a hop there), so they
+/// go out in index order. State is behind a `Mutex`; the scenario reads it.
+private final class PacedSender: CallHandler {
+    struct State: Sendable {
+        var sent = 0
+        var completed = 0
+        var lastCompletion = ContinuousClock.now
+    }
+    let total: Int
+    let window: Int
+    let message: @Sendable (Int) -> [UInt8]
+    let recorder = CallRecorder(keepsMessages: false)
+    private let mutableState = Mutex(State())
+    var state: State { mutableState.withLock { $0 } }
+
+    init(total: Int, window: Int, message: @escaping @Sendable (Int) -> [UInt8]) {
+        self.total = total
+        self.window = window
+        self.message = message
+    }
+
+    func start(_ call: Call) {
+        call.receiveNextMessage()
+        call.eventLoop.execute {
+            for _ in 0..<self.window { self.sendNext(call) }
+        }
+    }
+
+    /// On the loop.
+    private func sendNext(_ call: Call) {
+        let index: Int? = mutableState.withLock { state in
+            guard state.sent < total else { return nil }
+            state.sent += 1
+            return state.sent - 1
+        }
+        if let index { call.send(message(index)) }
+    }
+
+    func call(_ call: Call, didReceive message: [UInt8]) { recorder.call(call, didReceive: message) }
+
+    func callDidWriteData(_ call: Call) {
+        recorder.callDidWriteData(call)
+        let done = mutableState.withLock { state in
+            state.completed += 1
+            state.lastCompletion = .now
+            return state.completed == total
+        }
+        if done { call.finishSending() } else { sendNext(call) }
+    }
+
+    func call(_ call: Call, didCloseWith status: CallStatus) { recorder.call(call, didCloseWith: status) }
+}
+
+/// A reader that checks each message against `expected(index)` as it arrives (without
+/// keeping it) and ends the call OK once the client finished sending. State is behind a
+/// `Mutex`; the scenario reads it.
+private final class VerifyingReader: CallHandler {
+    struct State: Sendable {
+        var received = 0
+        var failure: String?
+    }
+    let expected: @Sendable (Int) -> [UInt8]
+    let recorder = CallRecorder(keepsMessages: false)
+    private let mutableState = Mutex(State())
+    var state: State { mutableState.withLock { $0 } }
+
+    init(expected: @escaping @Sendable (Int) -> [UInt8]) {
+        self.expected = expected
+    }
+
+    func call(_ call: Call, didReceive message: [UInt8]) {
+        recorder.call(call, didReceive: message)
+        let index = mutableState.withLock { $0.received }
+        let difference = ConformancePattern.difference(message, expected(index))
+        mutableState.withLock { state in
+            state.received += 1
+            if let difference, state.failure == nil {
+                state.failure = "message \(index) of 64 KiB as the reader received it: \(difference)"
+            }
+        }
+    }
+
+    func callDidReceiveEnd(_ call: Call) {
+        recorder.callDidReceiveEnd(call)
+        call.finish()
+    }
+
+    func call(_ call: Call, didCloseWith status: CallStatus) { recorder.call(call, didCloseWith: status) }
+}
