@@ -116,6 +116,8 @@ extension TransportError {
         public static let stalled = Reason("stalled")
         /// The connectivity category changed under the connection.
         public static let connectivityChanged = Reason("connectivity changed")
+        /// No interface carries a default route (the category is `none`).
+        public static let noConnectivity = Reason("no connectivity")
         /// The descriptor under the connection was reclaimed or broken (EBADF, ENOTSOCK,
         /// ENOTCONN on a connection that was connected).
         public static let reclaimed = Reason("reclaimed")

@@ -111,6 +111,8 @@ public enum ConformanceKit {
         .callAfterBrokenConnectionReconnects,  // 25
         .callEndsWithoutOutstandingRequest,    // 26
         .callEarlyRequestsLoseNothing,         // 27
+        .categoryChangeEndsCalls,              // 28
+        .brokenConnectionEndsChannelCalls,     // 29
     ]
 
     /// The scenario named `name`, if any.

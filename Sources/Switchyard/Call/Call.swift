@@ -62,6 +62,8 @@ public final class Call: @unchecked Sendable {
     private var draining = false
     private let bufferedSnapshot = Atomic<Int>(0)
     private var adapter: Adapter?
+    /// Whether the call ended because its connection broke (not by a status or a cancel).
+    private(set) var endedByBrokenConnection = false
     /// Whether ``start(handler:)`` took effect: no reading before the handler is set.
     private var started = false
 
@@ -180,6 +182,16 @@ public final class Call: @unchecked Sendable {
         }
     }
 
+    /// Ends the call now with `error` and resets its connection (the channel uses this
+    /// when the network under it changed).
+    func terminate(with error: TransportError) {
+        onLoop {
+            guard self.status == nil else { return }
+            self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
+            self.connection.reset()
+        }
+    }
+
     // MARK: the engine
 
     private func onLoop(_ work: @escaping @Sendable () -> Void) {
@@ -214,6 +226,7 @@ public final class Call: @unchecked Sendable {
         adapter = nil
         guard status == nil else { return }
         let failure = error ?? TransportError(code: .cancelled, reason: .closed, message: "the call's connection was closed")
+        endedByBrokenConnection = failure.code == .unavailable
         end(CallStatus(error: failure), closeConnection: false)
     }
 
@@ -255,6 +268,7 @@ public final class Call: @unchecked Sendable {
                 return
             }
             if role == .client {
+                endedByBrokenConnection = true
                 end(CallStatus(error: TransportError(
                     code: .unavailable, reason: .closed,
                     message: "the connection ended before the call's status arrived")), closeConnection: true)

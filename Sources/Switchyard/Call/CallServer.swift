@@ -77,13 +77,33 @@ public final class CallServer: Sendable {
     }
 }
 
-/// The open calls of a server.
+/// The open calls of a server or a channel.
 final class CallSet: Sendable {
-    private let calls = Mutex<[ObjectIdentifier: Call]>([:])
-    func insert(_ call: Call) { calls.withLock { $0[ObjectIdentifier(call)] = call } }
-    func remove(_ call: Call) { _ = calls.withLock { $0.removeValue(forKey: ObjectIdentifier(call)) } }
-    var count: Int { calls.withLock { $0.count } }
-    var all: [Call] { calls.withLock { Array($0.values) } }
+    private struct State {
+        var calls: [ObjectIdentifier: Call] = [:]
+        var closed = false
+    }
+    private let state = Mutex(State())
+    func insert(_ call: Call) { state.withLock { $0.calls[ObjectIdentifier(call)] = call } }
+    /// Adds `call` unless the set was closed.
+    func insertIfOpen(_ call: Call) -> Bool {
+        state.withLock { state in
+            if state.closed { return false }
+            state.calls[ObjectIdentifier(call)] = call
+            return true
+        }
+    }
+    func remove(_ call: Call) { _ = state.withLock { $0.calls.removeValue(forKey: ObjectIdentifier(call)) } }
+    var count: Int { state.withLock { $0.calls.count } }
+    var all: [Call] { state.withLock { Array($0.calls.values) } }
+    var isClosed: Bool { state.withLock { $0.closed } }
+    /// Refuses new calls; returns the open ones.
+    func close() -> [Call] {
+        state.withLock { state in
+            state.closed = true
+            return Array(state.calls.values)
+        }
+    }
 
     final class Tracking: CallHandler {
         let set: CallSet

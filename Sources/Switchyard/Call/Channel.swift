@@ -5,24 +5,54 @@ import Synchronization
 ///
 /// A channel connects lazily: nothing happens until a call starts. Because each call
 /// connects afresh, a call that starts after a broken connection (or after the network
-/// changed) uses a new one. The channel keeps its open calls, so ``cancelAll(with:)``
-/// can end them (for example when connectivity changes) and ``close()`` can end them
-/// and refuse new ones.
+/// changed) uses a new one.
+///
+/// A channel follows its ``ConnectivityMonitor`` (behaviour 2 of the design): when the
+/// category changes, every open call ends with `unavailable`, reason `connectivity
+/// changed`, and its connection is reset; the next call connects afresh over the new
+/// path. While the category is ``ConnectivityCategory/none`` a new call fails at once
+/// with `unavailable`, reason `no connectivity`. When one call's connection breaks
+/// (it ends `unavailable` without a status), the network under the channel is suspect
+/// and its other open calls end the same way.
 public final class Channel: Sendable {
     public let target: Endpoint
     public let transport: any Transport
     public let connectOptions: ConnectOptions
+    /// The monitor the channel follows, if any.
+    public let monitor: (any ConnectivityMonitor)?
+    private let observation: ConnectivityObservation?
 
-    private struct State {
-        var calls: [ObjectIdentifier: Call] = [:]
-        var closed = false
-    }
-    private let state = Mutex(State())
+    private let calls = CallSet()
 
-    public init(target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions()) {
+    public init(
+        target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
+        monitor: (any ConnectivityMonitor)? = nil
+    ) {
         self.target = target
         self.transport = transport
         self.connectOptions = connectOptions
+        self.monitor = monitor
+        guard let monitor else {
+            observation = nil
+            return
+        }
+        let calls = self.calls
+        let last = Mutex(monitor.current.category)
+        observation = monitor.observe { path in
+            let changed = last.withLock { last in
+                defer { last = path.category }
+                return last != path.category
+            }
+            guard changed else { return }
+            let error = TransportError(
+                code: .unavailable, reason: .connectivityChanged,
+                message: "the network changed to \(path) under the call")
+            for call in calls.all { call.terminate(with: error) }
+        }
+    }
+
+    deinit {
+        observation?.cancel()
     }
 
     /// Connects and starts a call whose events go to `handler`.
@@ -31,15 +61,13 @@ public final class Channel: Sendable {
     ///   channel is closed.
     public func startCall(options: CallOptions = CallOptions(), handler: any CallHandler) async throws -> Call {
         try checkOpen()
+        if let monitor, monitor.current.category == .none {
+            throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
+        }
         let connection = try await transport.connect(to: target, options: connectOptions)
         let call = Call(role: .client, connection: connection, options: options)
         let tracked = Tracking(channel: self, inner: handler)
-        let admitted = state.withLock { state -> Bool in
-            if state.closed { return false }
-            state.calls[ObjectIdentifier(call)] = call
-            return true
-        }
-        guard admitted else {
+        guard calls.insertIfOpen(call) else {
             connection.close()
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
@@ -70,28 +98,31 @@ public final class Channel: Sendable {
     }
 
     /// Calls that have started and not yet ended.
-    public var openCalls: Int { state.withLock { $0.calls.count } }
+    public var openCalls: Int { calls.count }
 
-    /// Ends every open call: each is cancelled and its handler hears `error`-less
-    /// `cancelled`; use it when the network under the channel changed.
+    /// Ends every open call with `cancelled`.
     public func cancelAll() {
-        for call in state.withLock({ Array($0.calls.values) }) { call.cancel() }
+        for call in calls.all { call.cancel() }
     }
 
     /// Ends every open call and refuses new ones.
     public func close() {
-        state.withLock { $0.closed = true }
-        cancelAll()
+        for call in calls.close() { call.cancel() }
     }
 
     private func checkOpen() throws {
-        if state.withLock({ $0.closed }) {
+        if calls.isClosed {
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
     }
 
+    /// One call's connection broke: end the others the same way.
+    fileprivate func connectionBroke(_ error: TransportError) {
+        for call in calls.all { call.terminate(with: error) }
+    }
+
     fileprivate func forget(_ call: Call) {
-        _ = state.withLock { $0.calls.removeValue(forKey: ObjectIdentifier(call)) }
+        calls.remove(call)
     }
 
     /// Forwards to the user's handler and forgets the call when it ends.
@@ -107,6 +138,9 @@ public final class Channel: Sendable {
         func callDidWriteData(_ call: Call) { inner.callDidWriteData(call) }
         func call(_ call: Call, didCloseWith status: CallStatus) {
             channel.forget(call)
+            if call.endedByBrokenConnection, let error = status.error {
+                channel.connectionBroke(error)
+            }
             inner.call(call, didCloseWith: status)
         }
     }
