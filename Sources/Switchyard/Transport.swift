@@ -78,5 +78,14 @@ public struct ListenOptions: Sendable, Hashable {
 public struct TransportConfiguration: Sendable, Hashable {
     /// How many event loops (threads) to run; `nil` means one per core.
     public var eventLoopCount: Int?
-    public init(eventLoopCount: Int? = nil) { self.eventLoopCount = eventLoopCount }
+    /// How long a connection may make no progress while it should (bytes in flight that
+    /// do not drain, a peer gone silent under a call awaiting a reply) before it ends
+    /// with `unavailable`, reason `stalled`. `nil` leaves it to the kernel (about 15
+    /// minutes of retransmissions). Each backend meets the bound its own way: `libuv`
+    /// natively (keepalive plus `TCP_USER_TIMEOUT`), `bsd` with its stall monitor.
+    public var stallTimeout: Duration?
+    public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil) {
+        self.eventLoopCount = eventLoopCount
+        self.stallTimeout = stallTimeout
+    }
 }
