@@ -21,7 +21,7 @@ public final class CallServer: Sendable {
             for await connection in listener.connections {
                 let call = Call(role: .server, connection: connection, options: options)
                 calls.insert(call)
-                call.start(handler: CallSet.Tracking(set: calls, inner: makeHandler(call)))
+                call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) })
             }
         }
     }
@@ -105,19 +105,22 @@ final class CallSet: Sendable {
         }
     }
 
-    final class Tracking: CallHandler {
-        let set: CallSet
-        let inner: any CallHandler
-        init(set: CallSet, inner: any CallHandler) {
-            self.set = set
-            self.inner = inner
-        }
-        func call(_ call: Call, didReceive message: [UInt8]) { inner.call(call, didReceive: message) }
-        func callDidReceiveEnd(_ call: Call) { inner.callDidReceiveEnd(call) }
-        func callDidWriteData(_ call: Call) { inner.callDidWriteData(call) }
-        func call(_ call: Call, didCloseWith status: CallStatus) {
-            set.remove(call)
-            inner.call(call, didCloseWith: status)
-        }
+}
+
+/// Forwards a call's events to a handler and runs `onClose` first when the call ends
+/// (servers and channels use it to forget their ended calls).
+final class ForwardingCallHandler: CallHandler {
+    let inner: any CallHandler
+    let onClose: @Sendable (Call, CallStatus) -> Void
+    init(_ inner: any CallHandler, onClose: @escaping @Sendable (Call, CallStatus) -> Void) {
+        self.inner = inner
+        self.onClose = onClose
+    }
+    func call(_ call: Call, didReceive message: [UInt8]) { inner.call(call, didReceive: message) }
+    func callDidReceiveEnd(_ call: Call) { inner.callDidReceiveEnd(call) }
+    func callDidWriteData(_ call: Call) { inner.callDidWriteData(call) }
+    func call(_ call: Call, didCloseWith status: CallStatus) {
+        onClose(call, status)
+        inner.call(call, didCloseWith: status)
     }
 }

@@ -66,7 +66,11 @@ public final class Channel: Sendable {
         }
         let connection = try await transport.connect(to: target, options: connectOptions)
         let call = Call(role: .client, connection: connection, options: options)
-        let tracked = Tracking(channel: self, inner: handler)
+        let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
+            guard let self else { return }
+            self.forget(call)
+            if call.endedByBrokenConnection, let error = status.error { self.connectionBroke(error) }
+        }
         guard calls.insertIfOpen(call) else {
             connection.close()
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
@@ -117,31 +121,11 @@ public final class Channel: Sendable {
     }
 
     /// One call's connection broke: end the others the same way.
-    fileprivate func connectionBroke(_ error: TransportError) {
+    private func connectionBroke(_ error: TransportError) {
         for call in calls.all { call.terminate(with: error) }
     }
 
-    fileprivate func forget(_ call: Call) {
+    private func forget(_ call: Call) {
         calls.remove(call)
-    }
-
-    /// Forwards to the user's handler and forgets the call when it ends.
-    private final class Tracking: CallHandler {
-        let channel: Channel
-        let inner: any CallHandler
-        init(channel: Channel, inner: any CallHandler) {
-            self.channel = channel
-            self.inner = inner
-        }
-        func call(_ call: Call, didReceive message: [UInt8]) { inner.call(call, didReceive: message) }
-        func callDidReceiveEnd(_ call: Call) { inner.callDidReceiveEnd(call) }
-        func callDidWriteData(_ call: Call) { inner.callDidWriteData(call) }
-        func call(_ call: Call, didCloseWith status: CallStatus) {
-            channel.forget(call)
-            if call.endedByBrokenConnection, let error = status.error {
-                channel.connectionBroke(error)
-            }
-            inner.call(call, didCloseWith: status)
-        }
     }
 }
