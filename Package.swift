@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "SwitchyardUV", targets: ["SwitchyardUV"]),
         .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
+        .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
         .executable(name: "echo-server", targets: ["echo-server"]),
         .executable(name: "echo-client", targets: ["echo-client"]),
     ],
@@ -83,6 +84,12 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
             swiftSettings: strict
         ),
+        // The Linux connectivity monitor: rtnetlink links, addresses and routes.
+        .target(
+            name: "SwitchyardNetlink",
+            dependencies: ["Switchyard", "SwitchyardPosix", "CSwitchyardPosix"],
+            swiftSettings: strict
+        ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
@@ -107,6 +114,15 @@ let package = Package(
             path: "Examples/EchoClient",
             swiftSettings: strict
         ),
+        .executableTarget(
+            name: "connectivity-monitor",
+            dependencies: [
+                "Switchyard", "SwitchyardNetlink",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ConnectivityMonitor",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SwitchyardTests",
             dependencies: ["Switchyard"],
@@ -120,6 +136,11 @@ let package = Package(
         .testTarget(
             name: "SwitchyardUVTests",
             dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardPosix"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardNetlinkTests",
+            dependencies: ["Switchyard", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         .testTarget(

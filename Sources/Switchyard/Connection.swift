@@ -29,6 +29,9 @@
 ///   - peer reset or broken pipe: `unavailable`, reason `reset`;
 ///   - the kernel gave up (`ETIMEDOUT`): `unavailable`, reason `timed out`;
 ///   - no route: `unavailable`, reason `unreachable`;
+///   - with a ``TransportConfiguration/stallTimeout``: no progress for that long (the
+///     kernel's `ETIMEDOUT`, `EHOSTUNREACH`, `ENETUNREACH` on an established
+///     connection, or a backend's own stall monitor): `unavailable`, reason `stalled`;
 ///   - the descriptor was reclaimed underneath: `unavailable`, reason `reclaimed`;
 ///   - the transport was shut down: `cancelled`, reason `shutdown`.
 ///   Pending writes then complete with that same error (or `cancelled`/`closed` after

@@ -82,7 +82,14 @@ public struct TransportConfiguration: Sendable, Hashable {
     /// do not drain, a peer gone silent under a call awaiting a reply) before it ends
     /// with `unavailable`, reason `stalled`. `nil` leaves it to the kernel (about 15
     /// minutes of retransmissions). Each backend meets the bound its own way: `libuv`
-    /// natively (keepalive plus `TCP_USER_TIMEOUT`), `bsd` with its stall monitor.
+    /// natively (keepalive plus `TCP_USER_TIMEOUT`), `bsd` the same plus its stall
+    /// monitor (TCP_INFO: unacknowledged data that does not drain).
+    ///
+    /// The kernel applies `TCP_USER_TIMEOUT` to zero-window probes too (measured on
+    /// Linux 6.x): with a stall timeout, a peer that keeps its receive window closed
+    /// (stops reading, for example with flow control and nothing asked for) for longer
+    /// than the timeout ends the writer's connection as `stalled`. Choose a stall
+    /// timeout longer than the longest pause a reader may take.
     public var stallTimeout: Duration?
     public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil) {
         self.eventLoopCount = eventLoopCount

@@ -45,13 +45,24 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private enum Output { case open, shutdownPending(WriteCompletion?), shutdown }
     private var output = Output.open
 
-    init(socket: consuming Socket, loop: EpollEventLoop, local: Endpoint, remote: Endpoint, registry: ResourceRegistry) {
+    /// With a stall timeout: the loop's monitor and this connection's detector (see
+    /// ``StallMonitor``). `wroteSinceSweep` is all the write path does for it.
+    private let stallMonitor: StallMonitor?
+    private var stallDetector: StallDetector?
+    private var wroteSinceSweep = false
+
+    init(
+        socket: consuming Socket, loop: EpollEventLoop, local: Endpoint, remote: Endpoint, registry: ResourceRegistry,
+        stall: StallMonitors?
+    ) {
         self.fd = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
         self.localAddress = local
         self.remoteAddress = remote
         self.registry = registry
+        self.stallMonitor = stall?.monitor(for: loop)
+        self.stallDetector = stall.map { StallDetector(timeout: $0.settings.timeout) }
     }
 
     /// Registers with the loop (interest in nothing yet: errors and hang-ups still
@@ -71,6 +82,17 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             terminate(failure, deferCallbacks: false)
             throw failure
         }
+        stallMonitor?.add(self)
+    }
+
+    /// The error for a failed system call on this connection: the errno table's, except
+    /// that with a stall timeout the kernel's stall errors mean `stalled`.
+    private func failure(_ error: SyscallError, while doing: String) -> TransportError {
+        failure(errno: error.errno, message: "\(doing): \(error.call) failed")
+    }
+
+    private func failure(errno code: CInt, message: String) -> TransportError {
+        ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
     }
 
     /// Runs `work` on the loop. If the loop has stopped, the transport shut down and
@@ -139,6 +161,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             if let completion { loop.deferToEndOfTurn { completion(refusal) } }
             return
         }
+        wroteSinceSweep = true
         if writeQueue.isEmpty {
             guard let written = bytes.withUnsafeBytes({ sendNow($0) }) else {
                 if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
@@ -164,6 +187,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             if let completion { loop.deferToEndOfTurn { completion(refusal) } }
             return
         }
+        wroteSinceSweep = true
         if writeQueue.isEmpty {
             guard let written = sendNow(bytes) else {
                 if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
@@ -188,6 +212,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             if let completion { loop.deferToEndOfTurn { completion(refusal) } }
             return
         }
+        wroteSinceSweep = true
         if writeQueue.isEmpty {
             output = .shutdown
             let failure = shutdownWriteSide()
@@ -230,7 +255,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         if events & Posix.Events.error != 0 {
             let code = (try? Posix.socketError(fd)) ?? 0
             if code != 0 {
-                terminate(ErrnoTable.error(errno: code, message: "connection to \(remoteAddress)"), deferCallbacks: false)
+                terminate(failure(errno: code, message: "connection to \(remoteAddress)"), deferCallbacks: false)
                 return
             }
         }
@@ -266,10 +291,38 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
                     if count < buffer.count { return }
                 }
             } catch {
-                terminate(ErrnoTable.error(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
+                terminate(failure(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
                 return
             }
         }
+    }
+
+    // MARK: stalls
+
+    /// Feeds the stall detector, if the connection may hold data (called by the loop's
+    /// ``StallMonitor``, on the loop). Returns how long it waited if it is stalled.
+    func checkProgress(at now: ContinuousClock.Instant) -> Duration? {
+        guard case .open = lifecycle, var detector = stallDetector,
+              detector.needsObservation(wroteSinceLastObservation: wroteSinceSweep)
+        else { return nil }
+        wroteSinceSweep = false
+        // A socket that cannot say (it broke underneath) is left to its next I/O.
+        guard let info = try? Posix.tcpInfo(fd) else { return nil }
+        let action = detector.observe(info, queuedBytes: queuedBytes, at: now)
+        stallDetector = detector
+        guard case .stall(let waited) = action else { return nil }
+        return waited
+    }
+
+    /// Ends a stalled connection: aborted (linger 0, so the kernel drops its state at
+    /// once), with `unavailable`/`stalled`.
+    func endStalled(waited: Duration, timeout: Duration) {
+        guard case .open = lifecycle else { return }
+        try? Posix.setLingerZero(fd)
+        terminate(TransportError(
+            code: .unavailable, reason: .stalled,
+            message: "the connection to \(remoteAddress) stalled: data in flight went unacknowledged for \(waited) (the stall timeout is \(timeout))"),
+            deferCallbacks: false)
     }
 
     // MARK: writing
@@ -296,7 +349,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             case .wouldBlock: return 0
             }
         } catch {
-            terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
+            terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
             return nil
         }
     }
@@ -333,7 +386,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
                     case .done(let n): sent = n
                     }
                 } catch {
-                    terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
+                    terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
                     for completion in completed { completion(nil) }
                     return
                 }
@@ -396,7 +449,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             try loop.reregister(fd, events: events)
             registeredEvents = events
         } catch {
-            terminate(ErrnoTable.error(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+            terminate(failure(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
         }
     }
 
@@ -412,7 +465,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         do {
             try loop.register(fd, events: 0, object: self)
         } catch {
-            terminate(ErrnoTable.error(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+            terminate(failure(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
         }
     }
 
@@ -429,6 +482,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         lifecycle = .closed(failure)
         closeDescriptor()
         registry.remove(self)
+        stallMonitor?.remove(self)
         let writes = writeQueue
         writeQueue.removeAll()
         queuedBytes = 0

@@ -17,17 +17,19 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
     private let address: SocketAddress
     private let timeout: Duration
     private let registry: ResourceRegistry
+    private let stall: StallMonitors?
     private var continuation: CheckedContinuation<BSDConnection, any Error>?
     private var socket: Socket?
     private var registered = false
     private var timer: LoopTimer?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: EpollEventLoop, address: SocketAddress, timeout: Duration, registry: ResourceRegistry) {
+    init(loop: EpollEventLoop, address: SocketAddress, timeout: Duration, registry: ResourceRegistry, stall: StallMonitors?) {
         self.loop = loop
         self.address = address
         self.timeout = timeout
         self.registry = registry
+        self.stall = stall
     }
 
     /// Connects; the result arrives through the continuation.
@@ -65,6 +67,8 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
         socket = Socket(takingOwnershipOf: fd)
         do {
             try Posix.setNoDelay(fd)
+            // Without them the connection still works; the sweep still watches it.
+            try? stall?.settings.apply(to: fd)
             switch try Posix.connect(fd, address) {
             case .done:
                 connected()
@@ -115,7 +119,7 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
             finish(.failure(ErrnoTable.error(error, while: "reading the local address")))
             return
         }
-        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address.endpoint, registry: registry)
+        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address.endpoint, registry: registry, stall: stall)
         registry.remove(self)
         do {
             try connection.activate()

@@ -20,6 +20,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     private let loop: EpollEventLoop
     private let group: EpollEventLoopGroup
     private let registry: ResourceRegistry
+    private let stall: StallMonitors?
     private let fd: CInt
     private var socket: Socket?
     private var registered = false
@@ -27,11 +28,12 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     private let closing = Atomic<Bool>(false)
     private let onClose: @Sendable (BSDListener) -> Void
 
-    /// Binds and listens (on the caller's thread: it does not block); `start()` then
-    /// begins accepting on `loop`.
+    /// Binds and listens (it does not block); `start()` then begins accepting on `loop`.
+    /// The transport makes it on `loop`, so the socket belongs to the loops' network
+    /// namespace, like every socket of the transport.
     init(
         address: SocketAddress, backlog: Int, loop: EpollEventLoop, group: EpollEventLoopGroup,
-        registry: ResourceRegistry, onClose: @escaping @Sendable (BSDListener) -> Void
+        registry: ResourceRegistry, stall: StallMonitors?, onClose: @escaping @Sendable (BSDListener) -> Void
     ) throws(TransportError) {
         let fd: CInt
         do {
@@ -54,6 +56,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         self.loop = loop
         self.group = group
         self.registry = registry
+        self.stall = stall
         self.onClose = onClose
     }
 
@@ -123,12 +126,13 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     private func hand(_ socket: consuming Socket, remote: Endpoint) {
         let fd = socket.descriptor
         try? Posix.setNoDelay(fd)
+        try? stall?.settings.apply(to: fd)
         guard let local = try? Posix.localAddress(fd).endpoint else {
             socket.close()
             return
         }
         let target = group.next()
-        let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, registry: registry)
+        let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, registry: registry, stall: stall)
         let connections = self.connections
         let activate: @Sendable () -> Void = {
             do {

@@ -6,6 +6,11 @@ import Synchronization
 /// thread per loop (one per core by default), eventfd wake-ups, each connection pinned
 /// to one loop. See ``Transport`` for the contract it keeps.
 ///
+/// With a ``TransportConfiguration/stallTimeout``, every connection is watched by its
+/// loop's ``StallMonitor`` (TCP_INFO progress for data in flight; kernel keepalive and
+/// `TCP_USER_TIMEOUT` for a silent peer), and a stalled connection ends with
+/// `unavailable`, reason `stalled`, within the stall timeout plus one sweep interval.
+///
 /// ```swift
 /// let transport = try BSDTransport()
 /// let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
@@ -20,6 +25,8 @@ public final class BSDTransport: Transport {
 
     private let group: EpollEventLoopGroup
     private let resources = ResourceRegistry()
+    /// With a stall timeout: the settings and each loop's stall monitor.
+    private let stall: StallMonitors?
 
     private struct State {
         var accepting = true
@@ -30,9 +37,19 @@ public final class BSDTransport: Transport {
     private let stopped = Atomic<Bool>(false)
 
     /// Starts the transport's event loops.
+    /// - Throws: `invalidArgument` for a stall timeout that is not positive; a
+    ///   ``TransportError`` when a loop or its thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
-        group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
+        if let timeout = configuration.stallTimeout, timeout <= .zero {
+            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(timeout)")
+        }
+        let group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
+        self.group = group
+        stall = configuration.stallTimeout.map { StallMonitors(settings: StallSettings(timeout: $0), group: group) }
     }
+
+    /// The stall timeout connections are held to, if any.
+    public var stallTimeout: Duration? { stall?.settings.timeout }
 
     /// The number of event loops (threads).
     public var eventLoopCount: Int { group.loops.count }
@@ -60,7 +77,7 @@ public final class BSDTransport: Transport {
     }
 
     private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {
-        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: resources)
+        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: resources, stall: stall)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 connector.start(continuation)
@@ -83,11 +100,36 @@ public final class BSDTransport: Transport {
             address = first
         }
         let loop = group.next()
-        let listener = try BSDListener(
-            address: address, backlog: options.backlog, loop: loop, group: group, registry: resources,
-            onClose: { [weak self] listener in
-                _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
-            })
+        let group = self.group
+        let resources = self.resources
+        let stall = self.stall
+        let backlog = options.backlog
+        let onClose: @Sendable (BSDListener) -> Void = { [weak self] listener in
+            _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
+        }
+        // Made and started on its loop, so its socket lives where the loops live (a
+        // transport made inside a network namespace listens inside it).
+        let listener = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<BSDListener, any Error>) in
+            let started = loop.submit {
+                let listener: BSDListener
+                do {
+                    listener = try BSDListener(
+                        address: address, backlog: backlog, loop: loop, group: group, registry: resources,
+                        stall: stall, onClose: onClose)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                do {
+                    try listener.start()
+                    continuation.resume(returning: listener)
+                } catch {
+                    listener.close()
+                    continuation.resume(throwing: error)
+                }
+            }
+            if !started { continuation.resume(throwing: TransportError.transportShutdown()) }
+        }
         let admitted = state.withLock { state -> Bool in
             guard state.accepting else { return false }
             state.listeners[ObjectIdentifier(listener)] = listener
@@ -96,21 +138,6 @@ public final class BSDTransport: Transport {
         guard admitted else {
             listener.close()
             throw TransportError.transportShutdown()
-        }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let started = loop.submit {
-                do {
-                    try listener.start()
-                    continuation.resume()
-                } catch {
-                    listener.close()
-                    continuation.resume(throwing: error)
-                }
-            }
-            if !started {
-                listener.close()
-                continuation.resume(throwing: TransportError.transportShutdown())
-            }
         }
         return listener
     }

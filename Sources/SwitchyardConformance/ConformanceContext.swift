@@ -17,13 +17,27 @@ public struct ConformanceContext: Sendable {
     public let clientBackend: String
     /// The server backend's registered name.
     public let serverBackend: String
+    /// The client backend itself, when the runner knows it: scenarios that must make
+    /// transports of their own (inside network namespaces) make them with it.
+    public let clientTransportBackend: TransportBackend?
+    /// The server backend itself, when the runner knows it.
+    public let serverTransportBackend: TransportBackend?
+    /// The configuration the runner made ``client`` and ``server`` with.
+    public let configuration: TransportConfiguration
 
-    public init(scenario: String, client: any Transport, server: any Transport, clientBackend: String, serverBackend: String) {
+    public init(
+        scenario: String, client: any Transport, server: any Transport, clientBackend: String, serverBackend: String,
+        clientTransportBackend: TransportBackend? = nil, serverTransportBackend: TransportBackend? = nil,
+        configuration: TransportConfiguration = TransportConfiguration()
+    ) {
         self.scenario = scenario
         self.client = client
         self.server = server
         self.clientBackend = clientBackend
         self.serverBackend = serverBackend
+        self.clientTransportBackend = clientTransportBackend
+        self.serverTransportBackend = serverTransportBackend
+        self.configuration = configuration
     }
 
     /// `client→server`.

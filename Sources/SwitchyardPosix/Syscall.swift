@@ -18,6 +18,37 @@ package struct SyscallError: Error, Sendable, CustomStringConvertible {
     package var description: String { "\(call): \(ErrnoTable.name(of: errno)) (\(errno))" }
 }
 
+/// The part of the kernel's `tcp_info` the stall detection reads. The ages are in
+/// milliseconds before the moment it was read.
+package struct TCPInfo: Sendable, Hashable {
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    package var unackedSegments: UInt32
+    /// Bytes in the send buffer not yet sent (`tcpi_notsent_bytes`).
+    package var notSentBytes: UInt32
+    /// Since new data was last sent (`tcpi_last_data_sent`).
+    package var millisecondsSinceDataSent: UInt32
+    /// Since data last arrived (`tcpi_last_data_recv`).
+    package var millisecondsSinceDataReceived: UInt32
+    /// Since an acknowledgement last arrived (`tcpi_last_ack_recv`; window probes' and
+    /// keepalive's answers count).
+    package var millisecondsSinceAckReceived: UInt32
+    /// The peer's receive window in bytes (`tcpi_snd_wnd`), or nil where the kernel does
+    /// not report it (before Linux 5.4).
+    package var peerWindow: UInt32?
+
+    package init(
+        unackedSegments: UInt32, notSentBytes: UInt32, millisecondsSinceDataSent: UInt32,
+        millisecondsSinceDataReceived: UInt32, millisecondsSinceAckReceived: UInt32, peerWindow: UInt32?
+    ) {
+        self.unackedSegments = unackedSegments
+        self.notSentBytes = notSentBytes
+        self.millisecondsSinceDataSent = millisecondsSinceDataSent
+        self.millisecondsSinceDataReceived = millisecondsSinceDataReceived
+        self.millisecondsSinceAckReceived = millisecondsSinceAckReceived
+        self.peerWindow = peerWindow
+    }
+}
+
 /// The outcome of a nonblocking call: done with a value, or it would have blocked.
 package enum IOResult<Value> {
     case done(Value)
@@ -194,6 +225,39 @@ package enum Posix {
     /// Makes the next close send a TCP reset instead of a FIN.
     package static func setLingerZero(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_LINGER, value: linger(l_onoff: 1, l_linger: 0))
+    }
+
+    /// Turns kernel keepalive on: the first probe after `idle` seconds without traffic,
+    /// then one every `interval` seconds, `count` of them.
+    package static func setKeepalive(_ fd: CInt, idle: CInt, interval: CInt, count: CInt) throws(SyscallError) {
+        try setOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, value: CInt(1))
+        try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPIDLE, value: idle)
+        try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPINTVL, value: interval)
+        try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPCNT, value: count)
+    }
+
+    /// TCP_USER_TIMEOUT: how long sent data (or, once probes are out, keepalive) may go
+    /// unacknowledged before the kernel fails the connection (ETIMEDOUT, or the last soft
+    /// error such as EHOSTUNREACH).
+    package static func setUserTimeout(_ fd: CInt, milliseconds: UInt32) throws(SyscallError) {
+        try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_USER_TIMEOUT, value: milliseconds)
+    }
+
+    /// What the kernel knows about a TCP connection's progress (getsockopt TCP_INFO).
+    package static func tcpInfo(_ fd: CInt) throws(SyscallError) -> TCPInfo {
+        var raw = csy_tcp_info()
+        var length = socklen_t(MemoryLayout<csy_tcp_info>.size)
+        _ = try syscallNonBlocking("getsockopt") {
+            withUnsafeMutableBytes(of: &raw) { Glibc.getsockopt(fd, CInt(IPPROTO_TCP), TCP_INFO, $0.baseAddress, &length) }
+        }
+        // A kernel older than the field copies less: the window is then unknown.
+        let windowEnd = MemoryLayout<csy_tcp_info>.offset(of: \csy_tcp_info.tcpi_snd_wnd)! + MemoryLayout<UInt32>.size
+        return TCPInfo(
+            unackedSegments: raw.tcpi_unacked, notSentBytes: raw.tcpi_notsent_bytes,
+            millisecondsSinceDataSent: raw.tcpi_last_data_sent,
+            millisecondsSinceDataReceived: raw.tcpi_last_data_recv,
+            millisecondsSinceAckReceived: raw.tcpi_last_ack_recv,
+            peerWindow: Int(length) >= windowEnd ? raw.tcpi_snd_wnd : nil)
     }
 
     package static let shutdownWrite = CInt(SHUT_WR)

@@ -36,6 +36,9 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
     var eventLoop: any EventLoop { loop }
 
     private let registry: UVResourceRegistry
+    /// Whether the transport has a stall timeout: the kernel's stall errors then mean
+    /// `stalled` (see ``UVErrorTable/connectionError(_:_:stallDetection:)``).
+    private let stallDetection: Bool
     /// The handle, while open. Its `data` points at this object, unretained: `keepAlive`
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
@@ -75,7 +78,11 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
     private var output = Output.open
 
     /// Wraps a connected handle (initialised on `loop`). Call on the loop.
-    init(tcp: UnsafeMutablePointer<uv_tcp_t>, loop: UVEventLoop, local: Endpoint, remote: Endpoint, registry: UVResourceRegistry) {
+    init(
+        tcp: UnsafeMutablePointer<uv_tcp_t>, loop: UVEventLoop, local: Endpoint, remote: Endpoint, registry: UVResourceRegistry,
+        stallDetection: Bool
+    ) {
+        self.stallDetection = stallDetection
         self.tcp = tcp
         self.loop = loop
         self.localAddress = local
@@ -143,7 +150,7 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
             connection.loop.drainDeferred()
         })
         if status < 0 {
-            terminate(UVErrorTable.error(status, "reading from \(remoteAddress)"), deferCallbacks: true)
+            terminate(failure(status, "reading from \(remoteAddress)"), deferCallbacks: true)
         }
     }
 
@@ -250,6 +257,12 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
         terminate(error, deferCallbacks: false)
     }
 
+    /// The error for a libuv code that ended this connection: the table's, except that
+    /// with a stall timeout the kernel's stall errors mean `stalled`.
+    private func failure(_ code: Int32, _ what: String) -> TransportError {
+        UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
+    }
+
     // MARK: reading
 
     private func didRead(_ count: Int) {
@@ -261,7 +274,7 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
             readEnded = true
             handler?.connectionDidReadEnd()
         } else if count < 0 {
-            terminate(UVErrorTable.error(Int32(count), "reading from \(remoteAddress)"), deferCallbacks: false)
+            terminate(failure(Int32(count), "reading from \(remoteAddress)"), deferCallbacks: false)
         }
     }
 
@@ -297,7 +310,7 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
         let status = uv_try_write(stream, &buffer, 1)
         if status >= 0 { return Int(status) }
         if status == UV_EAGAIN.rawValue { return 0 }
-        terminate(UVErrorTable.error(status, "writing to \(remoteAddress)"), deferCallbacks: true)
+        terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: true)
         return nil
     }
 
@@ -350,7 +363,7 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
             })
             if status < 0 {
                 Unmanaged<UVConnection>.fromOpaque(request.pointee.data).release()
-                return UVErrorTable.error(status, "writing to \(remoteAddress)")
+                return failure(status, "writing to \(remoteAddress)")
             }
             writeInFlight = true
             inFlightCount = count
@@ -369,7 +382,7 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
             return
         }
         if status < 0 {
-            terminate(UVErrorTable.error(status, "writing to \(remoteAddress)"), deferCallbacks: false, inFlightWritten: 0)
+            terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: false, inFlightWritten: 0)
             return
         }
         var completed: [WriteCompletion] = []

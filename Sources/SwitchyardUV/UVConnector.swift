@@ -231,7 +231,9 @@ final class UVConnector: UVResource, @unchecked Sendable {
         }
         let remote = (try? UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
         self.tcp = nil
-        let connection = UVConnection(tcp: tcp, loop: loop, local: local, remote: remote, registry: registry)
+        let connection = UVConnection(
+            tcp: tcp, loop: loop, local: local, remote: remote, registry: registry,
+            stallDetection: settings.stallTimeout != nil)
         registry.remove(self)
         if connection.activate() {
             finish(.success(connection))

@@ -72,6 +72,26 @@ package enum UVErrorTable {
         return TransportError(code: .internal, reason: .ioError, message: text, native: native)
     }
 
+    /// The codes by which the kernel ends a connection whose keepalive or
+    /// `TCP_USER_TIMEOUT` ran out: `UV_ETIMEDOUT`, or the soft error of the last
+    /// retransmission (`UV_EHOSTUNREACH`, `UV_ENETUNREACH` once the link went down).
+    package static let stallCodes: Set<Int32> = [UV_ETIMEDOUT.rawValue, UV_EHOSTUNREACH.rawValue, UV_ENETUNREACH.rawValue]
+
+    /// The ``TransportError`` for a libuv code that ended an established connection.
+    /// With stall detection on (the transport has a stall timeout, so the kernel was
+    /// configured to fail a stalled connection), the codes of ``stallCodes`` are that
+    /// bound running out: `unavailable`, reason `stalled`, the code kept in `native`.
+    /// Otherwise, and for every other code, the table's mapping (``error(_:_:)``).
+    package static func connectionError(_ code: Int32, _ what: String, stallDetection: Bool) -> TransportError {
+        var error = error(code, what)
+        if stallDetection && stallCodes.contains(code) {
+            error.code = .unavailable
+            error.reason = .stalled
+            error.message += " (no progress within the stall timeout)"
+        }
+        return error
+    }
+
     /// The error for a failed `uv_getaddrinfo` (`UV_EAI_*`, or any other code it gave).
     package static func nameResolution(_ code: Int32, host: String) -> TransportError {
         let native = TransportError.NativeError(domain: .libuv, code: code, name: name(of: code))

@@ -184,7 +184,9 @@ final class UVListener: Listener, @unchecked Sendable {
             uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
             return
         }
-        let connection = UVConnection(tcp: tcp, loop: loop, local: local.endpoint, remote: remote.endpoint, registry: registry)
+        let connection = UVConnection(
+            tcp: tcp, loop: loop, local: local.endpoint, remote: remote.endpoint, registry: registry,
+            stallDetection: settings.stallTimeout != nil)
         guard connection.activate() else { return }
         if !connections.yield(connection) { connection.close() }
     }

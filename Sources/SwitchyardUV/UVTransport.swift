@@ -9,9 +9,12 @@ import Synchronization
 ///
 /// Errors arrive through libuv's own callbacks and map through one table, ``UVErrorTable``
 /// (the `libuv` column of `docs/ERRORS.md`), to the same codes and reasons the BSD
-/// backend gives for the same fault. With a ``Configuration/stallTimeout``, the kernel is
-/// configured (keepalive and `TCP_USER_TIMEOUT`) so that a stalled connection fails by
-/// itself with `UV_ETIMEDOUT`: `unavailable`, reason `timed out`.
+/// backend gives for the same fault. With a stall timeout
+/// (``TransportConfiguration/stallTimeout``, or ``Configuration/stallTimeout``), the
+/// kernel is configured (keepalive and `TCP_USER_TIMEOUT`) so that a stalled connection
+/// fails by itself, natively: `UV_ETIMEDOUT` (or `UV_EHOSTUNREACH` after the link under
+/// it went down) arrives in libuv's read or write callback and ends the connection with
+/// `unavailable`, reason `stalled` (the code kept in `native`).
 ///
 /// ```swift
 /// let transport = try UVTransport(configuration: .init(stallTimeout: .seconds(10)))
@@ -40,7 +43,9 @@ public final class UVTransport: Transport {
         /// 15 minutes). When set, every connection gets keepalive after 1 s idle, with
         /// the probe interval and count chosen so the keepalive budget is about this
         /// timeout, and `TCP_USER_TIMEOUT` equal to it; a stalled connection then ends
-        /// with `unavailable`, reason `timed out`, whether it was reading or writing.
+        /// with `unavailable`, reason `stalled`, whether it was reading or writing.
+        /// Without it, the kernel's own `ETIMEDOUT` (after its long budget) maps as the
+        /// table says: `unavailable`, reason `timed out`.
         public var stallTimeout: Duration?
 
         public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil) {
@@ -48,8 +53,14 @@ public final class UVTransport: Transport {
             self.stallTimeout = stallTimeout
         }
 
-        /// The settings of a backend-neutral configuration, plus a stall timeout.
-        public init(_ configuration: TransportConfiguration, stallTimeout: Duration? = nil) {
+        /// The settings of a backend-neutral configuration, its stall timeout included.
+        public init(_ configuration: TransportConfiguration) {
+            self.init(eventLoopCount: configuration.eventLoopCount, stallTimeout: configuration.stallTimeout)
+        }
+
+        /// The settings of a backend-neutral configuration, with `stallTimeout` in place
+        /// of its own.
+        public init(_ configuration: TransportConfiguration, stallTimeout: Duration?) {
             self.init(eventLoopCount: configuration.eventLoopCount, stallTimeout: stallTimeout)
         }
     }
@@ -72,6 +83,11 @@ public final class UVTransport: Transport {
 
     /// Starts the transport's event loops.
     /// - Throws: ``TransportError`` when a loop or its thread cannot be made.
+    ///
+    /// Disfavoured beside the initializer that takes a `TransportConfiguration`, which now
+    /// carries the stall timeout too: `UVTransport(configuration: .init(...))` picks that
+    /// one, with the same meaning.
+    @_disfavoredOverload
     public init(configuration: Configuration) throws(TransportError) {
         if let stall = configuration.stallTimeout, stall <= .zero {
             throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(stall)")
@@ -82,7 +98,8 @@ public final class UVTransport: Transport {
         group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
     }
 
-    /// Starts the transport's event loops, with the kernel's stall defaults.
+    /// Starts the transport's event loops, with the configuration's stall timeout (or
+    /// the kernel's stall defaults when it has none).
     public convenience init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
         try self.init(configuration: Configuration(configuration))
     }

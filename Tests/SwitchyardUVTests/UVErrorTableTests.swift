@@ -82,6 +82,20 @@ struct UVErrorTableTests {
         #expect(error.native?.code == UV_EIO.rawValue)
     }
 
+    @Test("With a stall timeout the kernel's stall errors end a connection as stalled; without one they keep the table's reasons")
+    func stallMapping() {
+        for code in [UV_ETIMEDOUT.rawValue, UV_EHOSTUNREACH.rawValue, UV_ENETUNREACH.rawValue] {
+            let stalled = UVErrorTable.connectionError(code, "reading", stallDetection: true)
+            #expect(stalled.code == .unavailable && stalled.reason == .stalled, "\(stalled)")
+            #expect(stalled.native?.code == code)
+            #expect(UVErrorTable.connectionError(code, "reading", stallDetection: false) == UVErrorTable.error(code, "reading"))
+            // The same fault gives the same error on the BSD backend.
+            let bsd = ErrnoTable.connectionError(errno: -code, message: "reading", stallDetection: true)
+            #expect(bsd.code == stalled.code && bsd.reason == stalled.reason)
+        }
+        #expect(UVErrorTable.connectionError(UV_ECONNRESET.rawValue, "reading", stallDetection: true).reason == .reset)
+    }
+
     @Test("A failed uv_getaddrinfo is unavailable (name resolution) with its UV_EAI code")
     func nameResolutionCodes() {
         for code in [UV_EAI_NONAME, UV_EAI_AGAIN, UV_EAI_FAIL, UV_EAI_NODATA] {

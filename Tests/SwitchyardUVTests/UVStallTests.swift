@@ -5,9 +5,9 @@ import Testing
 extension UVTransportTests {
     /// Stalls, detected natively: with a stall timeout, keepalive and TCP_USER_TIMEOUT make
     /// the kernel fail a black-holed connection, and the error arrives through libuv's
-    /// callbacks. Runs in network namespaces of its own (root, ip and nft needed; skipped
-    /// otherwise). Nested in the serialized suite: it opens descriptors, which the leak
-    /// test there counts.
+    /// callbacks, mapped to unavailable (stalled). Runs in network namespaces of its own
+    /// (root, ip and nft needed; skipped otherwise). Nested in the serialized suite: it
+    /// opens descriptors, which the leak test there counts.
     @Suite(
         "in network namespaces",
         .enabled(if: TestNetwork.available, "needs root, ip and nft (apt-get install nftables) for network namespaces"))
@@ -48,7 +48,7 @@ extension UVTransportTests {
             #expect(server.loopCloseResults == [0])
         }
 
-        @Test("A black-holed idle reader fails with unavailable (timed out) from UV_ETIMEDOUT, about the stall timeout after")
+        @Test("A black-holed idle reader fails with unavailable (stalled) from UV_ETIMEDOUT, about the stall timeout after")
         func idleReader() async throws {
             try await withBlackHoledPair { connection, _ in
                 let started = ContinuousClock.now
@@ -56,13 +56,13 @@ extension UVTransportTests {
                 let elapsed = ContinuousClock.now - started
                 print("idle reader: \(String(describing: error)) after \(elapsed)")
                 #expect(error?.code == .unavailable)
-                #expect(error?.reason == .timedOut)
+                #expect(error?.reason == .stalled)
                 #expect(error?.native?.name == "UV_ETIMEDOUT")
                 #expect(elapsed > .seconds(2) && elapsed < .seconds(8), "failed after \(elapsed); the stall timeout is 3 s")
             }
         }
 
-        @Test("A black-holed writer with data in flight fails with unavailable (timed out) from UV_ETIMEDOUT")
+        @Test("A black-holed writer with data in flight fails with unavailable (stalled) from UV_ETIMEDOUT")
         func writerInFlight() async throws {
             try await withBlackHoledPair { connection, _ in
                 let started = ContinuousClock.now
@@ -71,7 +71,7 @@ extension UVTransportTests {
                 let elapsed = ContinuousClock.now - started
                 print("writer: \(String(describing: error)) after \(elapsed)")
                 #expect(error?.code == .unavailable)
-                #expect(error?.reason == .timedOut)
+                #expect(error?.reason == .stalled)
                 #expect(error?.native?.name == "UV_ETIMEDOUT")
                 #expect(elapsed > .seconds(2) && elapsed < .seconds(8), "failed after \(elapsed); the stall timeout is 3 s")
             }

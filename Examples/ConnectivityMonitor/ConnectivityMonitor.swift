@@ -1,0 +1,141 @@
+// connectivity-monitor: prints the network path and every change to it.
+//
+//     connectivity-monitor [--debounce-ms MS] [--count N] [--duration SECONDS]
+//
+// The first line is the path now; every later line is one change, with a UTC timestamp:
+//
+//     connectivity-monitor: current wifi (wlan0)
+//     2025-06-01T12:00:03.512Z cellular (wwan0)
+//     2025-06-01T12:00:09.001Z none
+//
+// It watches the network namespace it runs in (`ip netns exec NS connectivity-monitor`
+// watches NS), and runs until SIGINT or SIGTERM, `--count` changes, or `--duration`
+// seconds, whichever comes first; then it prints 'connectivity-monitor: stopped' and
+// exits 0.
+
+import ArgumentParser
+import Dispatch
+import Glibc
+import Switchyard
+import SwitchyardNetlink
+
+@main
+struct ConnectivityMonitorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "connectivity-monitor",
+        abstract: "Prints the network path (category and interface) and each change to it.",
+        discussion: """
+            Follows rtnetlink in the current network namespace. The category is that of \
+            the interface carrying the default route: wifi, cellular, wired, other, or none.
+            """)
+
+    @Option(name: .customLong("debounce-ms"), help: "Milliseconds the tables must be quiet before a burst counts as one change.")
+    var debounceMilliseconds = 50
+
+    @Option(help: "Stop after this many changes.")
+    var count: Int?
+
+    @Option(help: "Stop after this many seconds.")
+    var duration: Double?
+
+    func validate() throws {
+        guard (0...60_000).contains(debounceMilliseconds) else {
+            throw ValidationError("--debounce-ms \(debounceMilliseconds) is out of range: use 0...60000")
+        }
+        if let count, count < 1 {
+            throw ValidationError("--count \(count) is out of range: use 1 or more")
+        }
+        if let duration, !(duration > 0 && duration <= 31_536_000) {
+            throw ValidationError("--duration \(duration) is out of range: use more than 0 seconds, at most a year")
+        }
+    }
+
+    func run() async throws {
+        let signals = signalStream(SIGINT, SIGTERM)
+        let monitor: NetlinkConnectivityMonitor
+        do {
+            monitor = try NetlinkConnectivityMonitor(debounce: .milliseconds(debounceMilliseconds))
+        } catch {
+            fail("cannot monitor the network: \(error)")
+        }
+        defer { monitor.close() }
+
+        // Observe first, then read the current path, so no change falls in between.
+        let changes = monitor.changes
+        let initial = monitor.current
+        print("connectivity-monitor: current \(initial)")
+        fflush(nil)
+
+        let limit = count
+        let seconds = duration
+        let reason = await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                var last = initial
+                var seen = 0
+                for await path in changes where path != last {
+                    last = path
+                    seen += 1
+                    print("\(timestamp()) \(path)")
+                    fflush(nil)
+                    if let limit, seen >= limit { return "\(seen) change\(seen == 1 ? "" : "s")" }
+                }
+                return "monitor ended"
+            }
+            group.addTask {
+                for await signal in signals { return signal == SIGINT ? "SIGINT" : "SIGTERM" }
+                return "signals ended"
+            }
+            if let seconds {
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    return "\(seconds) s"
+                }
+            }
+            let first = await group.next() ?? "done"
+            group.cancelAll()
+            return first
+        }
+        print("connectivity-monitor: stopped (\(reason))")
+        fflush(nil)
+    }
+}
+
+/// SIGINT and SIGTERM as an async sequence (dispatch sources; the default actions are
+/// turned off so the process does not die before it stops cleanly).
+private func signalStream(_ signals: Int32...) -> AsyncStream<Int32> {
+    AsyncStream { continuation in
+        // Dispatch sources are thread-safe but not marked Sendable; the only use after
+        // this is the one cancel in onTermination.
+        nonisolated(unsafe) let sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            return source
+        }
+        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
+    }
+}
+
+/// Now in UTC, ISO 8601 with milliseconds: `2025-06-01T12:00:03.512Z`.
+private func timestamp() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var seconds = now.tv_sec
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    func pad(_ value: Int32, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))"
+        + ".\(pad(Int32(now.tv_nsec / 1_000_000), 3))Z"
+}
+
+/// Prints to standard error and exits 1.
+private func fail(_ message: String) -> Never {
+    let line = "connectivity-monitor: error: \(message)\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+    exit(1)
+}

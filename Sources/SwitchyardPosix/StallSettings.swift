@@ -1,0 +1,79 @@
+import Glibc
+package import Switchyard
+
+/// How the POSIX backends set the kernel up to meet a stall timeout
+/// (``TransportConfiguration/stallTimeout``), and how they name what the kernel reports.
+///
+/// - Keepalive after 1 s idle, with the probe interval and count chosen so that
+///   idle + interval × count ≈ the stall timeout. An idle reader (a call awaiting a
+///   reply) is woken only by keepalive: `TCP_USER_TIMEOUT` alone never fires without
+///   data in flight (measured, `TESTING.md`).
+/// - `TCP_USER_TIMEOUT` = the stall timeout: it bounds unacknowledged data, and once a
+///   probe is out it replaces the keepalive count (the kernel fails the connection when
+///   the peer was silent for that long).
+///
+/// The kernel then fails a stalled connection with `ETIMEDOUT`, or with the last soft
+/// error it met while retransmitting (`EHOSTUNREACH`/`ENETUNREACH` after the link went
+/// down). With a stall timeout those mean "stalled": see ``ErrnoTable/connectionError(errno:message:stallDetection:)``.
+package struct StallSettings: Sendable, Hashable {
+    /// The stall timeout.
+    package let timeout: Duration
+    /// Keepalive timing, whole seconds.
+    package let keepaliveIdle: CInt
+    package let keepaliveInterval: CInt
+    package let keepaliveCount: CInt
+    /// `TCP_USER_TIMEOUT`, milliseconds.
+    package let userTimeoutMilliseconds: UInt32
+
+    /// Settings for `timeout`, which must be positive.
+    package init(timeout: Duration) {
+        self.timeout = timeout
+        let total = max(2, Self.wholeSeconds(timeout))
+        let idle: Int64 = 1
+        let remaining = total - idle
+        let interval = max(1, (remaining + 8) / 9)  // at most nine probes
+        keepaliveIdle = CInt(idle)
+        keepaliveInterval = CInt(clamping: interval)
+        keepaliveCount = CInt(clamping: max(1, remaining / interval))
+        userTimeoutMilliseconds = Self.milliseconds(timeout)
+    }
+
+    /// Applies keepalive and `TCP_USER_TIMEOUT` to a connected socket.
+    package func apply(to fd: CInt) throws(SyscallError) {
+        try Posix.setKeepalive(fd, idle: keepaliveIdle, interval: keepaliveInterval, count: keepaliveCount)
+        try Posix.setUserTimeout(fd, milliseconds: userTimeoutMilliseconds)
+    }
+
+    /// `duration` in milliseconds, rounded up, at least 1.
+    package static func milliseconds(_ duration: Duration) -> UInt32 {
+        let (seconds, attoseconds) = duration.components
+        let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return UInt32(clamping: max(1, ms))
+    }
+
+    private static func wholeSeconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds + (attoseconds > 0 ? 1 : 0)
+    }
+}
+
+extension ErrnoTable {
+    /// The errnos by which the kernel ends a connection whose keepalive or
+    /// `TCP_USER_TIMEOUT` ran out: `ETIMEDOUT`, or the soft error of the last
+    /// retransmission (`EHOSTUNREACH`, `ENETUNREACH` once the link under it went down).
+    package static let stallErrnos: Set<CInt> = [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
+
+    /// The ``TransportError`` for an errno that ended an established connection. With
+    /// stall detection on (a stall timeout is set), the errnos of ``stallErrnos`` are the
+    /// stall bound running out: `unavailable`, reason `stalled`, the errno kept in
+    /// `native`. Otherwise, and for every other errno, the table's mapping.
+    package static func connectionError(errno code: CInt, message: String, stallDetection: Bool) -> TransportError {
+        var error = error(errno: code, message: message)
+        if stallDetection && stallErrnos.contains(code) {
+            error.code = .unavailable
+            error.reason = .stalled
+            error.message += " (no progress within the stall timeout)"
+        }
+        return error
+    }
+}
