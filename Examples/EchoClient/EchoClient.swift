@@ -1,13 +1,23 @@
 // echo-client: drives an echo server and checks every echoed byte.
 //
 //     echo-client [--backend NAME] [--host HOST] [--port PORT]
-//                 [--count N] [--size BYTES] [--concurrency C] [--mode raw]
+//                 [--count N] [--size BYTES] [--concurrency C]
+//                 [--mode raw | --mode framed [--flow-control on|off]]
 //
 // Opens `concurrency` connections; each does `count` sequential round trips: it writes
 // one message of `size` bytes, reads back exactly `size` bytes, and compares them with
 // what it sent. Every message has its own deterministic pattern (seeded by connection
-// and message number), so an echo from the wrong message or connection is caught. Works
-// against any raw TCP echo server. Prints a summary; exits 1 on any error or mismatch.
+// and message number), so an echo from the wrong message or connection is caught. Raw
+// mode (the default) works against any raw TCP echo server.
+//
+// Framed mode talks to `echo-server --mode framed`: each connection is one call on a
+// Channel, each round trip sends one message and waits for the echoed message (with
+// `--flow-control on` asking for exactly one message per round trip); then the client
+// finishes sending and expects the call to end with status OK. Against a raw echo server
+// the messages come back intact (a raw echo of a frame is the same frame) but no status
+// does: the call ends with `unavailable`, and the client says so.
+//
+// Prints a summary; exits 1 on any error or mismatch.
 
 import ArgumentParser
 import Glibc
@@ -44,8 +54,11 @@ struct EchoClient: AsyncParsableCommand {
     @Option(help: "Connections, run at once.")
     var concurrency = 1
 
-    @Option(help: "What the server echoes: 'raw' bytes.")
+    @Option(help: "What the server echoes: 'raw' bytes, or 'framed' messages of a call (echo-server --mode framed).")
     var mode: EchoMode = .raw
+
+    @Option(name: .customLong("flow-control"), help: "Framed mode only: 'on' asks for each echoed message before it is delivered; 'off' takes messages as they arrive.")
+    var flowControl: FlowControlSetting = .off
 
     @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
@@ -74,6 +87,9 @@ struct EchoClient: AsyncParsableCommand {
         guard count.multipliedReportingOverflow(by: concurrency).overflow == false else {
             throw ValidationError("--count \(count) x --concurrency \(concurrency) is too many messages")
         }
+        if mode == .raw, flowControl == .on {
+            throw ValidationError("--flow-control on needs --mode framed: raw mode sends bytes, not messages, so there is nothing to flow-control")
+        }
         if let eventLoops, !(1...1024).contains(eventLoops) {
             throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
         }
@@ -98,7 +114,10 @@ struct EchoClient: AsyncParsableCommand {
 
         let endpoint = Endpoint(host: host, port: port)
         let options = ConnectOptions(timeout: .milliseconds(Int64(connectTimeout * 1000)))
-        let (count, size) = (self.count, self.size)
+        let (count, size, mode) = (self.count, self.size, self.mode)
+        let callOptions = CallOptions(enableFlowControl: flowControl == .on, maximumMessageSize: Self.maximumSize)
+        // Framed mode: one channel; each connection is one call on it (its own connection).
+        let channel = Channel(target: endpoint, transport: transport, connectOptions: options)
         let clock = ContinuousClock()
         let start = clock.now
         var latencies: [Duration] = []
@@ -106,9 +125,16 @@ struct EchoClient: AsyncParsableCommand {
             latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
                 for index in 0..<concurrency {
                     group.addTask {
-                        try await roundTrips(
-                            transport: transport, endpoint: endpoint, options: options,
-                            connection: index, count: count, size: size)
+                        switch mode {
+                        case .raw:
+                            try await roundTrips(
+                                transport: transport, endpoint: endpoint, options: options,
+                                connection: index, count: count, size: size)
+                        case .framed:
+                            try await framedRoundTrips(
+                                channel: channel, options: callOptions,
+                                connection: index, count: count, size: size)
+                        }
                     }
                 }
                 var all: [Duration] = []
@@ -129,15 +155,24 @@ struct EchoClient: AsyncParsableCommand {
         let bytes = messages * size
         let seconds = elapsed.seconds
         let mibPerSecond = seconds > 0 ? Double(bytes) / seconds / (1024 * 1024) : 0
-        print("echo-client: backend \(transport.name), \(concurrency) connection\(concurrency == 1 ? "" : "s") x \(count) message\(count == 1 ? "" : "s") of \(size) B to \(endpoint)")
+        let modeText = mode == .raw ? "" : "framed (flow control \(flowControl.rawValue)), "
+        print("echo-client: backend \(transport.name), \(modeText)\(concurrency) connection\(concurrency == 1 ? "" : "s") x \(count) message\(count == 1 ? "" : "s") of \(size) B to \(endpoint)")
         print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(percentile(latencies, 50))) us  p99 \(microseconds(percentile(latencies, 99))) us")
         fflush(nil)
     }
 }
 
-/// The modes the client speaks; framed mode comes later.
+/// The modes the client speaks.
 enum EchoMode: String, ExpressibleByArgument, CaseIterable {
+    /// Bytes on a connection.
     case raw
+    /// Messages of a call (5-byte prefixed frames, then the server's status).
+    case framed
+}
+
+/// `--flow-control on|off`.
+enum FlowControlSetting: String, ExpressibleByArgument, CaseIterable {
+    case on, off
 }
 
 /// What went wrong on one connection, for the error message.
@@ -197,6 +232,95 @@ func roundTrips(
         return latencies
     } onCancel: {
         connection.close()
+    }
+}
+
+/// Framed mode: one call's round trips; returns each one's latency.
+///
+/// Runs on the call's event loop (``Channel/withCall(options:_:)``). Each round trip
+/// sends one message without waiting for it to reach the kernel (as in raw mode, so a
+/// message larger than the socket buffers cannot deadlock against a server that pushes
+/// back), then awaits the next message: with flow control on, that await is what asks
+/// for it (`receiveNextMessage()`), so the call never holds more than one. After the
+/// last round trip the client finishes sending and expects no more messages and status OK.
+func framedRoundTrips(
+    channel: Channel, options: CallOptions, connection index: Int, count: Int, size: Int
+) async throws -> [Duration] {
+    // Cancellation (another connection failed) cancels every call, so nothing waits on.
+    try await withTaskCancellationHandler {
+        var started = false
+        do {
+            return try await channel.withCall(options: options) { call in
+                started = true
+                return try await framedRoundTrips(call: call, connection: index, count: count, size: size)
+            }
+        } catch let error as TransportError where !started {
+            throw EchoFailure(connection: index, message: nil, what: "connect to \(channel.target) failed: \(describe(error))")
+        }
+    } onCancel: {
+        channel.close()
+    }
+}
+
+private func framedRoundTrips(call: AsyncCall, connection index: Int, count: Int, size: Int) async throws -> [Duration] {
+    let clock = ContinuousClock()
+    var latencies: [Duration] = []
+    latencies.reserveCapacity(count)
+    var message = [UInt8](repeating: 0, count: size)
+    for number in 0..<count {
+        fillPattern(&message, connection: index, message: number)
+        let sent = clock.now
+        let echo: [UInt8]?
+        do {
+            call.call.send(message)
+            echo = try await call.next()
+        } catch let error as TransportError {
+            throw EchoFailure(connection: index, message: number, what: "the call ended with \(describe(error))\(hint(error))")
+        }
+        latencies.append(clock.now - sent)
+        guard let echo else {
+            throw EchoFailure(
+                connection: index, message: number,
+                what: "the call ended with status OK before this message was echoed")
+        }
+        if echo != message {
+            guard echo.count == message.count else {
+                throw EchoFailure(
+                    connection: index, message: number,
+                    what: "the echoed message has \(echo.count) bytes, expected \(size)")
+            }
+            let at = echo.indices.first { echo[$0] != message[$0] } ?? 0
+            throw EchoFailure(
+                connection: index, message: number,
+                what: "echoed byte \(at) of \(size) is \(hex(echo[at])), expected \(hex(message[at]))")
+        }
+    }
+    do {
+        try await call.finishSending()
+        if let extra = try await call.next() {
+            throw EchoFailure(
+                connection: index, message: nil,
+                what: "after the last echo the server sent another message (\(extra.count) bytes) instead of the status")
+        }
+    } catch let error as TransportError {
+        throw EchoFailure(
+            connection: index, message: nil,
+            what: "after the last echo the call ended with \(describe(error)) instead of status OK\(hint(error))")
+    }
+    let status = await call.status()
+    if let error = status.error {
+        throw EchoFailure(connection: index, message: nil, what: "the call ended with \(describe(error)) instead of status OK\(hint(error))")
+    }
+    return latencies
+}
+
+/// A hint for the errors a framed client sees when the server is not a framed one.
+private func hint(_ error: TransportError) -> String {
+    switch error.reason {
+    case .closed, .unknownFrameFlags, .frameTooLarge, .truncatedFrame, .protocolViolation:
+        " (no call status from the server: is it an echo-server with --mode framed?)"
+    default:
+        ""
     }
 }
 

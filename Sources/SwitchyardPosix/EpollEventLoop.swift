@@ -59,7 +59,6 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     private var timerSequence: UInt64 = 0
     /// Work deferred to the end of the current turn (not inline in a user's call).
     private var deferred: [() -> Void] = []
-    private var localTasks: [() -> Void] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     package let readBuffer: UnsafeMutableRawBufferPointer
@@ -134,22 +133,21 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     package func execute(_ work: @escaping @Sendable () -> Void) {
-        if inEventLoop {
-            localTasks.append(work)
-            return
-        }
         _ = submit(work)
     }
 
     /// Queues `work` for the loop from another thread; false (and `work` is not run) once
     /// the loop has stopped, so the caller can finish the work another way.
     package func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+        // One queue for work from the loop itself and from other threads, so work runs
+        // in the order it was queued; the loop needs no wake-up for its own work.
+        let onLoop = inEventLoop
         let (accepted, wake) = tasks.withLock { queue -> (Bool, Bool) in
             if queue.stopped { return (false, false) }
             queue.items.append(work)
             // Inside the lock: a pending wake-up always comes with the flag set.
             tasksQueued.store(true, ordering: .releasing)
-            if queue.wakePending { return (true, false) }
+            if queue.wakePending || onLoop { return (true, false) }
             queue.wakePending = true
             return (true, true)
         }
@@ -250,7 +248,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     private func nextTimeout() -> CInt {
-        if !localTasks.isEmpty || !deferred.isEmpty { return 0 }
+        if !deferred.isEmpty { return 0 }
         if tasksQueued.load(ordering: .acquiring) { return 0 }
         while let first = timers.min, first.timer.cancelled { _ = timers.popMin() }
         guard let first = timers.min else { return -1 }
@@ -275,18 +273,14 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     private func runTasks() {
-        if localTasks.isEmpty && !tasksQueued.load(ordering: .acquiring) { return }
+        if !tasksQueued.load(ordering: .acquiring) { return }
         tasksQueued.store(false, ordering: .relaxed)
-        var batch = tasks.withLock { queue -> [() -> Void] in
+        let batch = tasks.withLock { queue -> [() -> Void] in
             queue.wakePending = false
             if queue.items.isEmpty { return [] }
             let items = queue.items
             queue.items.removeAll(keepingCapacity: true)
             return items
-        }
-        if !localTasks.isEmpty {
-            batch.append(contentsOf: localTasks)
-            localTasks.removeAll(keepingCapacity: true)
         }
         for work in batch {
             work()

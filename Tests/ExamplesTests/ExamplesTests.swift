@@ -95,6 +95,83 @@ struct ExamplesTests {
         await expectCleanStop(server, with: SIGINT)
     }
 
+    /// Framed mode: a call per connection, every message echoed as a message, then status
+    /// OK; every pairing of socket backends, flow control on and off (the same on both
+    /// ends). The in-memory backend is not here: it cannot be reached from another process.
+    @Test("framed echo-client against framed echo-server", arguments: framedPairs)
+    func framedClientAgainstFramedServer(serverBackend: String, clientBackend: String, flowControl: String) async throws {
+        let (server, port) = try await startEchoServer(
+            backend: serverBackend, extra: ["--mode", "framed", "--flow-control", flowControl, "--event-loops", "2"])
+        defer { server.killIfRunning() }
+        #expect(server.stdout.contains("echo-server: framed mode, flow control \(flowControl)\n"), "\(server.report)")
+
+        // Small messages on several calls at once, messages near the socket buffers, and
+        // messages above the framework's default 4 MiB maximum (both ends raise it).
+        for (count, size, concurrency) in [(200, 64, 4), (10, 256 * 1024, 2), (2, 5 * 1024 * 1024, 1), (20, 1, 16)] {
+            let client = try Subprocess(
+                try Products.path("echo-client"),
+                ["--backend", clientBackend, "--port", String(port), "--mode", "framed", "--flow-control", flowControl,
+                 "--count", String(count), "--size", String(size), "--concurrency", String(concurrency)],
+                name: "echo-client(\(clientBackend), framed, flow control \(flowControl))")
+            let ending = await client.wait()
+            let what = "\(count) x \(size) B x \(concurrency), flow control \(flowControl)"
+            #expect(ending == .exit(0), "\(what)\n\(client.report)\n\(server.report)")
+            expectSummary(client.stdout, messages: count * concurrency, bytes: count * concurrency * size, backend: clientBackend)
+            #expect(
+                client.stdout.contains("echo-client: backend \(clientBackend), framed (flow control \(flowControl)), \(concurrency) connection"),
+                "\(what): the header line names the mode\n\(client.report)")
+        }
+
+        #expect(server.isRunning, "\(server.report)")
+        await expectCleanStop(server)
+    }
+
+    static let framedPairs: [(String, String, String)] = socketBackends.flatMap { server in
+        socketBackends.flatMap { client in ["off", "on"].map { (server, client, $0) } }
+    }
+
+    /// Flow control is each end's own policy, not part of the protocol: a client with it
+    /// on talks to a server with it off, and the other way round.
+    @Test("framed flow control on one end only", arguments: [("on", "off"), ("off", "on")])
+    func framedFlowControlOnOneEnd(serverFlowControl: String, clientFlowControl: String) async throws {
+        let backend = try #require(socketBackends.first)
+        let (server, port) = try await startEchoServer(backend: backend, extra: ["--mode", "framed", "--flow-control", serverFlowControl])
+        defer { server.killIfRunning() }
+        let client = try Subprocess(
+            try Products.path("echo-client"),
+            ["--backend", backend, "--port", String(port), "--mode", "framed", "--flow-control", clientFlowControl,
+             "--count", "100", "--size", "1000", "--concurrency", "2"])
+        #expect(await client.wait() == .exit(0), "\(client.report)\n\(server.report)")
+        expectSummary(client.stdout, messages: 200, bytes: 200_000, backend: backend)
+        await expectCleanStop(server)
+    }
+
+    /// A framed client against a RAW echo server: the raw echo of a frame is the same
+    /// frame, so the messages come back intact, but when the client finishes sending the
+    /// server just ends the stream and no status ever arrives. The client must say so
+    /// (the call ended `unavailable`, reason `closed`, without a status; a hint to use
+    /// `--mode framed`) and exit 1 promptly: no summary, no hang.
+    @Test("framed echo-client against a raw echo-server fails clearly", arguments: socketBackends, ["off", "on"])
+    func framedClientAgainstRawServer(backend: String, flowControl: String) async throws {
+        let (server, port) = try await startEchoServer(backend: backend)
+        defer { server.killIfRunning() }
+        let client = try Subprocess(
+            try Products.path("echo-client"),
+            ["--backend", backend, "--port", String(port), "--mode", "framed", "--flow-control", flowControl,
+             "--count", "10", "--size", "100", "--concurrency", "2"],
+            name: "echo-client(\(backend), framed)", hardTimeout: .seconds(30))
+        let ending = await client.wait(timeout: .seconds(20))
+        #expect(ending == .exit(1), "\(client.report)")
+        let stderr = client.stderr
+        for word in ["unavailable", "closed", "status", "--mode framed"] {
+            #expect(stderr.contains(word), "the error should mention '\(word)'\n\(client.report)")
+        }
+        #expect(!client.stdout.contains("messages "), "no summary after a failed call\n\(client.report)")
+        // The raw server is unharmed.
+        #expect(server.isRunning, "\(server.report)")
+        await expectCleanStop(server)
+    }
+
     /// `SWITCHYARD_BACKEND` picks the backend when `--backend` is absent.
     @Test("SWITCHYARD_BACKEND selects the backend")
     func environmentSelectsBackend() async throws {
@@ -128,7 +205,10 @@ struct ExamplesTests {
         (["--port", "70000"], ["--port", "70000"]),
         (["--port", "0"], ["--port"]),
         (["--backend", "nosuch"], ["nosuch", "bsd"]),
-        (["--mode", "framed"], ["framed", "raw"]),
+        (["--mode", "stream"], ["stream", "raw", "framed"]),
+        (["--mode", "framed", "--flow-control", "maybe"], ["--flow-control", "maybe", "on", "off"]),
+        (["--flow-control", "maybe"], ["--flow-control", "maybe"]),
+        (["--flow-control", "on"], ["--flow-control", "--mode framed"]),
         (["--host", "not a host"], ["--host"]),
         (["--count", "many"], ["many"]),
         (["--frobnicate"], ["--frobnicate"]),
@@ -150,7 +230,9 @@ struct ExamplesTests {
         (["--port", "70000"], ["--port", "70000"]),
         (["--port", "-1"], ["--port"]),
         (["--backend", "nosuch"], ["nosuch", "bsd"]),
-        (["--mode", "framed"], ["framed", "raw"]),
+        (["--mode", "stream"], ["stream", "raw", "framed"]),
+        (["--mode", "framed", "--flow-control", "maybe"], ["--flow-control", "maybe", "on", "off"]),
+        (["--flow-control", "on"], ["--flow-control", "--mode framed"]),
         (["--event-loops", "0"], ["--event-loops"]),
         (["--host", "bad host!"], ["--host"]),
     ]

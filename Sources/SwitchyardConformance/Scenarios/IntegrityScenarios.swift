@@ -125,7 +125,8 @@ extension ConformanceScenario {
             var expected: [UInt8] = []
             expected.reserveCapacity(payloads.reduce(0) { $0 + $1.count })
             for payload in payloads { expected += payload }
-            let reader = Task { try await server.read(exactly: expected.count) }
+            let total = expected.count
+            let reader = Task { [server] in try await server.read(exactly: total) }
             let log = CompletionLog()
             for (index, payload) in payloads.enumerated() {
                 // Both write paths, alternately.
