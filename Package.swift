@@ -93,7 +93,7 @@ let package = Package(
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
-            dependencies: ["Switchyard"],
+            dependencies: ["Switchyard", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "echo-client",
             dependencies: [
-                "Switchyard", "SwitchyardBackends",
+                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoClient",

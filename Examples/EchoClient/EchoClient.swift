@@ -23,6 +23,8 @@ import ArgumentParser
 import Glibc
 import Switchyard
 import SwitchyardBackends
+import SwitchyardNetlink
+import Synchronization
 
 @main
 struct EchoClient: AsyncParsableCommand {
@@ -66,6 +68,12 @@ struct EchoClient: AsyncParsableCommand {
     @Option(name: .customLong("connect-timeout"), help: "Seconds each connect may take.")
     var connectTimeout = 10.0
 
+    @Flag(help: "Framed mode only: follow the network (rtnetlink); when a call fails with unavailable (the network changed, the connection broke or stalled), say so and go on with a new call, for up to --reconnect-timeout seconds per outage.")
+    var reconnect = false
+
+    @Option(name: .customLong("reconnect-timeout"), help: "With --reconnect: seconds to keep trying after a failure.")
+    var reconnectTimeout = 30.0
+
     func validate() throws {
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
@@ -89,6 +97,12 @@ struct EchoClient: AsyncParsableCommand {
         }
         if mode == .raw, flowControl == .on {
             throw ValidationError("--flow-control on needs --mode framed: raw mode sends bytes, not messages, so there is nothing to flow-control")
+        }
+        if reconnect, mode != .framed {
+            throw ValidationError("--reconnect needs --mode framed: it starts a new call after a call fails")
+        }
+        guard reconnectTimeout > 0, reconnectTimeout <= 3600 else {
+            throw ValidationError("--reconnect-timeout \(reconnectTimeout) is out of range: use a number of seconds in (0, 3600]")
         }
         if let eventLoops, !(1...1024).contains(eventLoops) {
             throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
@@ -117,7 +131,29 @@ struct EchoClient: AsyncParsableCommand {
         let (count, size, mode) = (self.count, self.size, self.mode)
         let callOptions = CallOptions(enableFlowControl: flowControl == .on, maximumMessageSize: Self.maximumSize)
         // Framed mode: one channel; each connection is one call on it (its own connection).
-        let channel = Channel(target: endpoint, transport: transport, connectOptions: options)
+        // With --reconnect the channel follows the network, so a change of category ends
+        // its calls at once (unavailable, connectivity changed) instead of letting them stall.
+        var monitor: NetlinkConnectivityMonitor?
+        var observation: ConnectivityObservation?
+        if reconnect {
+            do {
+                let netlink = try NetlinkConnectivityMonitor()
+                print("echo-client: network: \(netlink.current)")
+                observation = netlink.observe { path in
+                    print("echo-client: \(timestamp()) network changed to \(path)")
+                    fflush(nil)
+                }
+                monitor = netlink
+            } catch {
+                writeStandardError("echo-client: cannot follow the network (\(describe(error))); reconnecting on failures only\n")
+            }
+        }
+        defer {
+            observation?.cancel()
+            monitor?.close()
+        }
+        let channel = Channel(target: endpoint, transport: transport, connectOptions: options, monitor: monitor)
+        let reconnectTimeout: Duration? = reconnect ? .milliseconds(Int64(self.reconnectTimeout * 1000)) : nil
         let clock = ContinuousClock()
         let start = clock.now
         var latencies: [Duration] = []
@@ -133,7 +169,7 @@ struct EchoClient: AsyncParsableCommand {
                         case .framed:
                             try await framedRoundTrips(
                                 channel: channel, options: callOptions,
-                                connection: index, count: count, size: size)
+                                connection: index, count: count, size: size, reconnectTimeout: reconnectTimeout)
                         }
                     }
                 }
@@ -157,7 +193,7 @@ struct EchoClient: AsyncParsableCommand {
         let mibPerSecond = seconds > 0 ? Double(bytes) / seconds / (1024 * 1024) : 0
         let modeText = mode == .raw ? "" : "framed (flow control \(flowControl.rawValue)), "
         print("echo-client: backend \(transport.name), \(modeText)\(concurrency) connection\(concurrency == 1 ? "" : "s") x \(count) message\(count == 1 ? "" : "s") of \(size) B to \(endpoint)")
-        print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(percentile(latencies, 50))) us  p99 \(microseconds(percentile(latencies, 99))) us")
+        print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(percentile(latencies, 50))) us  p99 \(microseconds(percentile(latencies, 99))) us\(reconnect ? "  reconnects \(reconnectCount.load(ordering: .relaxed))" : "")")
         fflush(nil)
     }
 }
@@ -180,6 +216,8 @@ struct EchoFailure: Error, CustomStringConvertible {
     var connection: Int
     var message: Int?
     var what: String
+    /// The transport error behind it, if any.
+    var error: TransportError? = nil
 
     var description: String {
         let place = message.map { "connection \(connection), message \($0)" } ?? "connection \(connection)"
@@ -244,30 +282,69 @@ func roundTrips(
 /// for it (`receiveNextMessage()`), so the call never holds more than one. After the
 /// last round trip the client finishes sending and expects no more messages and status OK.
 func framedRoundTrips(
-    channel: Channel, options: CallOptions, connection index: Int, count: Int, size: Int
+    channel: Channel, options: CallOptions, connection index: Int, count: Int, size: Int,
+    reconnectTimeout: Duration? = nil
 ) async throws -> [Duration] {
+    let progress = FramedProgress(count: count)
     // Cancellation (another connection failed) cancels every call, so nothing waits on.
-    try await withTaskCancellationHandler {
-        var started = false
-        do {
-            return try await channel.withCall(options: options) { call in
-                started = true
-                return try await framedRoundTrips(call: call, connection: index, count: count, size: size)
+    return try await withTaskCancellationHandler {
+        var failedSince: ContinuousClock.Instant?
+        while true {
+            var started = false
+            do {
+                try await channel.withCall(options: options) { call in
+                    started = true
+                    try await framedRoundTrips(call: call, connection: index, size: size, progress: progress)
+                }
+                return progress.latencies
+            } catch {
+                // With --reconnect, an unavailable call (network changed, connection broken
+                // or stalled, no connectivity, refused) is said and retried with a new call.
+                let transportError = (error as? EchoFailure)?.error ?? (error as? TransportError)
+                guard let reconnectTimeout, let transportError, transportError.code == .unavailable else {
+                    if let transportError = error as? TransportError, !started {
+                        throw EchoFailure(connection: index, message: nil, what: "connect to \(channel.target) failed: \(describe(transportError))", error: transportError)
+                    }
+                    throw error
+                }
+                let now = ContinuousClock.now
+                let since = failedSince ?? now
+                failedSince = since
+                if now - since > reconnectTimeout {
+                    throw EchoFailure(connection: index, message: progress.next, what: "still failing after \(reconnectTimeout): \(describe(transportError))", error: transportError)
+                }
+                progress.reconnects += 1
+                reconnectCount.add(1, ordering: .relaxed)
+                print("echo-client: \(timestamp()) connection \(index), message \(progress.next): \(started ? "call failed" : "connect failed") with \(describe(transportError)); starting a new call")
+                fflush(nil)
+                try await Task.sleep(for: .milliseconds(started ? 20 : 200))
+                continue
             }
-        } catch let error as TransportError where !started {
-            throw EchoFailure(connection: index, message: nil, what: "connect to \(channel.target) failed: \(describe(error))")
         }
     } onCancel: {
         channel.close()
     }
 }
 
-private func framedRoundTrips(call: AsyncCall, connection index: Int, count: Int, size: Int) async throws -> [Duration] {
-    let clock = ContinuousClock()
+/// New calls started after a failure, over all connections.
+let reconnectCount = Atomic<Int>(0)
+
+/// How far one connection's round trips got, across the calls a reconnect makes.
+final class FramedProgress {
+    var next = 0
     var latencies: [Duration] = []
-    latencies.reserveCapacity(count)
+    var reconnects = 0
+    init(count: Int) {
+        latencies.reserveCapacity(count)
+        self.count = count
+    }
+    let count: Int
+}
+
+private func framedRoundTrips(call: AsyncCall, connection index: Int, size: Int, progress: FramedProgress) async throws {
+    let clock = ContinuousClock()
     var message = [UInt8](repeating: 0, count: size)
-    for number in 0..<count {
+    for number in progress.next..<progress.count {
         fillPattern(&message, connection: index, message: number)
         let sent = clock.now
         let echo: [UInt8]?
@@ -275,9 +352,9 @@ private func framedRoundTrips(call: AsyncCall, connection index: Int, count: Int
             call.call.send(message)
             echo = try await call.next()
         } catch let error as TransportError {
-            throw EchoFailure(connection: index, message: number, what: "the call ended with \(describe(error))\(hint(error))")
+            throw EchoFailure(connection: index, message: number, what: "the call ended with \(describe(error))\(hint(error))", error: error)
         }
-        latencies.append(clock.now - sent)
+        progress.latencies.append(clock.now - sent)
         guard let echo else {
             throw EchoFailure(
                 connection: index, message: number,
@@ -294,6 +371,7 @@ private func framedRoundTrips(call: AsyncCall, connection index: Int, count: Int
                 connection: index, message: number,
                 what: "echoed byte \(at) of \(size) is \(hex(echo[at])), expected \(hex(message[at]))")
         }
+        progress.next = number + 1
     }
     do {
         try await call.finishSending()
@@ -305,13 +383,12 @@ private func framedRoundTrips(call: AsyncCall, connection index: Int, count: Int
     } catch let error as TransportError {
         throw EchoFailure(
             connection: index, message: nil,
-            what: "after the last echo the call ended with \(describe(error)) instead of status OK\(hint(error))")
+            what: "after the last echo the call ended with \(describe(error)) instead of status OK\(hint(error))", error: error)
     }
     let status = await call.status()
     if let error = status.error {
-        throw EchoFailure(connection: index, message: nil, what: "the call ended with \(describe(error)) instead of status OK\(hint(error))")
+        throw EchoFailure(connection: index, message: nil, what: "the call ended with \(describe(error)) instead of status OK\(hint(error))", error: error)
     }
-    return latencies
 }
 
 /// A hint for the errors a framed client sees when the server is not a framed one.
@@ -415,4 +492,17 @@ func writeStandardError(_ text: String) {
             offset += n
         }
     }
+}
+
+/// Wall-clock time of day, for the lines --reconnect prints.
+func timestamp() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var parts = tm()
+    var seconds = now.tv_sec
+    gmtime_r(&seconds, &parts)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let millis = Int(now.tv_nsec / 1_000_000)
+    let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)"
 }
