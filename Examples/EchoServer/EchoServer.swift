@@ -105,15 +105,13 @@ struct EchoServer: AsyncParsableCommand {
             print("echo-server: listening on \(listener.localAddress) (backend \(transport.name))")
             fflush(nil)
 
-            let acceptor = Task {
-                for await connection in listener.connections {
-                    connection.setHandler(RawEchoHandler(connection))
-                    connection.startReading()
-                }
+            // Each accepted connection starts echoing on its own loop, with no task hop.
+            listener.acceptConnections { connection in
+                connection.setHandler(RawEchoHandler(connection))
+                connection.startReading()
             }
             stopAccepting = {
                 listener.close()
-                await acceptor.value
             }
 
         case .framed:

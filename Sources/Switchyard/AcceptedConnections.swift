@@ -52,6 +52,14 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
         for connection in leftovers { connection.close() }
     }
 
+    /// Takes every queued connection (a listener switching to an accept handler).
+    public func takeQueued() -> [any Connection] {
+        state.withLock { state in
+            defer { state.queue = [] }
+            return Array(state.queue)
+        }
+    }
+
     /// Connections accepted and not yet taken.
     public var queuedCount: Int { state.withLock { $0.queue.count } }
 

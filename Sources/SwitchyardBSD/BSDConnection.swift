@@ -14,8 +14,11 @@ import Synchronization
 /// (public methods hop there first); `queuedBytesSnapshot` is atomic.
 final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Sendable {
     let loop: EpollEventLoop
-    let localAddress: Endpoint
-    let remoteAddress: Endpoint
+    private let localSocketAddress: SocketAddress
+    private let remoteSocketAddress: SocketAddress
+    /// Formatted when asked (not per accepted connection: formatting allocates).
+    var localAddress: Endpoint { localSocketAddress.endpoint }
+    var remoteAddress: Endpoint { remoteSocketAddress.endpoint }
     var backendName: String { "bsd" }
     var eventLoop: any EventLoop { loop }
 
@@ -52,14 +55,14 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private var wroteSinceSweep = false
 
     init(
-        socket: consuming Socket, loop: EpollEventLoop, local: Endpoint, remote: Endpoint, registry: ResourceRegistry,
+        socket: consuming Socket, loop: EpollEventLoop, local: SocketAddress, remote: SocketAddress, registry: ResourceRegistry,
         stall: StallMonitors?
     ) {
         self.fd = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
-        self.localAddress = local
-        self.remoteAddress = remote
+        self.localSocketAddress = local
+        self.remoteSocketAddress = remote
         self.registry = registry
         self.stallMonitor = stall?.monitor(for: loop)
         self.stallDetector = stall.map { StallDetector(timeout: $0.settings.timeout) }

@@ -112,14 +112,14 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
             loop.deregister(fd)
             registered = false
         }
-        let local: Endpoint
+        let local: SocketAddress
         do {
-            local = try Posix.localAddress(fd).endpoint
+            local = try Posix.localAddress(fd)
         } catch {
             finish(.failure(ErrnoTable.error(error, while: "reading the local address")))
             return
         }
-        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address.endpoint, registry: registry, stall: stall)
+        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address, registry: registry, stall: stall)
         registry.remove(self)
         do {
             try connection.activate()

@@ -80,9 +80,11 @@ public import Switchyard
 /// - H3 (concurrent, cancellable lookups): comes with the resolver tests.
 /// - I in part (30, 31: stalls under a call with data in flight and under a call
 ///   awaiting a reply, with a real link taken down and a black hole, in network
-///   namespaces; 32: an injected reset): these need root and skip with one line
-///   without it, and skip the in-memory backend. Idle timeouts and keepalive as such,
-///   and J (connectivity change) with real links: come with their issues.
+///   namespaces; 32: an injected reset), and J1, J3, J5 with real links and the
+///   rtnetlink monitor (33: a switch from a `wlan0` to a `wwan0` link; 34: no link at
+///   all, then one back; 35: a flapping link), also in namespaces: these need root and
+///   skip with one line without it, and skip the in-memory backend. Idle timeouts and
+///   keepalive as such come with their issues.
 /// - K: TLS, UDP and traffic shaping are out of scope.
 public enum ConformanceKit {
     /// Every scenario, in a stable order.
@@ -119,6 +121,9 @@ public enum ConformanceKit {
         .linkDownStallsCalls,                  // 30
         .blackHoleStallsCalls,                 // 31
         .injectedResetEndsCall,                // 32
+        .networkSwitchEndsCalls,               // 33
+        .noConnectivityFailsCallsAtOnce,       // 34
+        .linkFlapIsOneChange,                  // 35
     ]
 
     /// The scenario named `name`, if any.

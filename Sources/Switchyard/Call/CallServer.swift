@@ -9,7 +9,6 @@ public final class CallServer: Sendable {
     /// The listener's address (its port, when listening on port 0).
     public let localAddress: Endpoint
     private let listener: any Listener
-    private let acceptTask: Task<Void, Never>
     private let calls: CallSet
 
     private init(listener: any Listener, options: CallOptions, makeHandler: @escaping @Sendable (Call) -> any CallHandler) {
@@ -17,12 +16,11 @@ public final class CallServer: Sendable {
         self.localAddress = listener.localAddress
         let calls = CallSet()
         self.calls = calls
-        acceptTask = Task {
-            for await connection in listener.connections {
-                let call = Call(role: .server, connection: connection, options: options)
-                calls.insert(call)
-                call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) })
-            }
+        // Each accepted connection becomes a call on its own loop, with no task hop.
+        listener.acceptConnections { connection in
+            let call = Call(role: .server, connection: connection, options: options)
+            calls.insert(call)
+            call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) })
         }
     }
 
@@ -67,7 +65,6 @@ public final class CallServer: Sendable {
     /// Stops accepting (new connects are refused); open calls go on.
     public func close() {
         listener.close()
-        acceptTask.cancel()
     }
 
     /// Stops accepting and cancels every open call.

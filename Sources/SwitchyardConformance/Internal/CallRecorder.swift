@@ -42,6 +42,8 @@ final class CallRecorder: CallHandler {
         var ends = 0
         var writes = 0
         var statuses: [CallStatus] = []
+        /// When `didClose` first ran.
+        var closedAt: ContinuousClock.Instant?
         var log: [Event] = []
         /// Completions noted with an error: (send index, error).
         var failedCompletions: [(Int, TransportError)] = []
@@ -75,6 +77,8 @@ final class CallRecorder: CallHandler {
     var messageCount: Int { events.withLock { $0.received } }
     var writeCount: Int { events.withLock { $0.writes } }
     var status: CallStatus? { events.withLock { $0.statuses.first } }
+    /// When the call ended (`didClose` ran), if it has.
+    var closedAt: ContinuousClock.Instant? { events.withLock { $0.closedAt } }
 
     /// Records a send's completion (call it from the completion, which runs on the loop).
     func note(completion index: Int, _ error: TransportError?) {
@@ -112,7 +116,12 @@ final class CallRecorder: CallHandler {
     }
 
     func call(_ call: Call, didCloseWith status: CallStatus) {
-        record(call, "didClose") { $0.statuses.append(status); $0.log.append(.closed) }
+        let now = ContinuousClock.now
+        record(call, "didClose") { events in
+            events.statuses.append(status)
+            events.log.append(.closed)
+            if events.closedAt == nil { events.closedAt = now }
+        }
     }
 }
 

@@ -4,42 +4,103 @@ import Synchronization
 
 @_silgen_name("setns") private func c_setns(_ fd: CInt, _ nstype: CInt) -> CInt
 
-/// Two network namespaces of the kit's own, joined by a veth pair, for the network-fault
-/// scenarios (`shared/TESTING.md`): a client end at 10.214.1.1 and a server end at
-/// 10.214.1.2.
+/// Two network namespaces of the kit's own, a client's and a server's, joined by veth
+/// pairs, for the scenarios that need a real path (`shared/TESTING.md`). Two layouts:
+///
+/// - ``Layout/direct`` (the stall and reset scenarios): one veth pair, the client's end
+///   at 10.214.1.1, the server's at 10.214.1.2, where the server listens.
+/// - ``Layout/wifiAndCellular`` (the connectivity scenarios): two veth pairs whose client
+///   ends are named as a Wi-Fi and a cellular interface are (`wlan0-…` at 10.214.1.1,
+///   `wwan0-…` at 10.214.2.1), each to the server's namespace (10.214.1.2, 10.214.2.2),
+///   which holds the server's address, 10.214.100.1, on its loopback. The client reaches
+///   it only through its default route, which starts on the Wi-Fi link: moving the route
+///   moves new connections (and their source address) to the other link.
 ///
 /// - Names are unique to the run: namespaces `sykit-c-PID-N` / `sykit-s-PID-N`, links
-///   `syc<PID>n<N>` / `sys<PID>n<N>` (at most 15 characters, the kernel's limit).
-/// - Nothing in the machine's own namespace is touched: the veth pair is moved into the
-///   namespaces at once, and nft rules go into a table inside the server's namespace.
+///   `syc<PID>n<N>` / `sys<PID>n<N>`, or `wlan0-<PID>n<N>` / `wwan0-<PID>n<N>` with peers
+///   `syw<PID>n<N>` / `syp<PID>n<N>` (at most 15 characters, the kernel's limit: a long
+///   process id is written in base 36).
+/// - Nothing in the machine's own namespace is touched: veth pairs are made inside the
+///   client's namespace with their peer in the server's, and nft rules go into a table
+///   inside the server's namespace.
 /// - ``remove()`` deletes both namespaces (and with them the links and the rules); every
 ///   network made is also recorded, so the runner removes whatever a scenario abandoned
 ///   at its time limit left behind (``removeLeftovers()``).
 ///
-/// Transports for it are made on a thread that entered the namespace
-/// (``makeTransport(_:in:configuration:)``): their event-loop threads start there, so
-/// every socket they open belongs to it.
+/// Transports (and connectivity monitors) for it are made on a thread that entered the
+/// namespace (``makeTransport(_:in:configuration:)``, ``run(in:_:)``): their threads
+/// start there, so every socket they open belongs to it.
 final class FaultNetwork: Sendable {
+    enum Layout: Sendable {
+        /// One veth pair; the server listens on its end's address.
+        case direct
+        /// A `wlan0-…` and a `wwan0-…` veth pair, a server address behind both, the
+        /// default route on the first.
+        case wifiAndCellular
+    }
+
+    /// One veth pair from the client's namespace to the server's, on `10.214.S.0/24`.
+    struct Path: Sendable, CustomStringConvertible {
+        /// The client's end (in the client's namespace).
+        let link: String
+        /// The server's end (in the server's namespace).
+        let peer: String
+        /// The client end's address, `10.214.S.1`: the source of connections over this path.
+        let clientAddress: String
+        /// The server end's address, `10.214.S.2`: the gateway of a default route over it.
+        let gateway: String
+
+        init(link: String, peer: String, subnet: Int) {
+            precondition(link.utf8.count <= 15 && peer.utf8.count <= 15, "interface names are at most 15 bytes")
+            self.link = link
+            self.peer = peer
+            clientAddress = "10.214.\(subnet).1"
+            gateway = "10.214.\(subnet).2"
+        }
+
+        var description: String { "\(link) (\(clientAddress))" }
+    }
+
     let clientNamespace: String
     let serverNamespace: String
-    let clientLink: String
-    let serverLink: String
-    let clientAddress = "10.214.1.1"
-    let serverAddress = "10.214.1.2"
+    /// The veth pairs, in the order of the layout (direct: one; wifiAndCellular: the
+    /// Wi-Fi one, then the cellular one).
+    let paths: [Path]
+    /// Where the server listens.
+    let serverAddress: String
+
+    /// The first path's client end.
+    var clientLink: String { paths[0].link }
+    /// The first path's client address.
+    var clientAddress: String { paths[0].clientAddress }
 
     private static let counter = Atomic<Int>(0)
     private static let live = Mutex<[ObjectIdentifier: FaultNetwork]>([:])
     private let removed = Atomic<Bool>(false)
 
-    private init(number: Int) {
+    private init(number: Int, layout: Layout) {
         let pid = getpid()
         clientNamespace = "sykit-c-\(pid)-\(number)"
         serverNamespace = "sykit-s-\(pid)-\(number)"
-        clientLink = String("syc\(pid)n\(number)".prefix(15))
-        serverLink = String("sys\(pid)n\(number)".prefix(15))
+        func name(_ prefix: String) -> String {
+            let decimal = "\(prefix)\(pid)n\(number)"
+            if decimal.utf8.count <= 15 { return decimal }
+            return String("\(prefix)\(String(pid, radix: 36))n\(number)".prefix(15))
+        }
+        switch layout {
+        case .direct:
+            paths = [Path(link: name("syc"), peer: name("sys"), subnet: 1)]
+            serverAddress = paths[0].gateway
+        case .wifiAndCellular:
+            paths = [
+                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1),
+                Path(link: name("wwan0-"), peer: name("syp"), subnet: 2),
+            ]
+            serverAddress = "10.214.100.1"
+        }
     }
 
-    /// Why fault scenarios cannot run here, or nil when they can (root, `ip`, `nft`).
+    /// Why network scenarios cannot run here, or nil when they can (root, `ip`, `nft`).
     static var unavailableReason: String? {
         if getuid() != 0 { return "needs root for network namespaces" }
         if tool("ip") == nil { return "needs iproute2 (ip)" }
@@ -51,26 +112,33 @@ final class FaultNetwork: Sendable {
         ["/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"].map { $0 + name }.first { access($0, X_OK) == 0 }
     }
 
-    /// Makes the namespaces and the link, both ends up; on any failure removes what it
-    /// made and throws a description of the step that failed.
-    static func make() throws -> FaultNetwork {
-        let network = FaultNetwork(number: counter.add(1, ordering: .relaxed).newValue)
+    /// Makes the namespaces and the links of `layout`, every end up; on any failure
+    /// removes what it made and throws a description of the step that failed.
+    static func make(_ layout: Layout = .direct) throws -> FaultNetwork {
+        let network = FaultNetwork(number: counter.add(1, ordering: .relaxed).newValue, layout: layout)
         live.withLock { $0[ObjectIdentifier(network)] = network }
         let c = network.clientNamespace, s = network.serverNamespace
-        let cl = network.clientLink, sl = network.serverLink
-        let steps: [[String]] = [
+        var steps: [[String]] = [
             ["ip", "netns", "add", c],
             ["ip", "netns", "add", s],
-            ["ip", "link", "add", cl, "type", "veth", "peer", "name", sl],
-            ["ip", "link", "set", cl, "netns", c],
-            ["ip", "link", "set", sl, "netns", s],
-            ["ip", "-n", c, "addr", "add", "\(network.clientAddress)/24", "dev", cl],
-            ["ip", "-n", s, "addr", "add", "\(network.serverAddress)/24", "dev", sl],
             ["ip", "-n", c, "link", "set", "lo", "up"],
             ["ip", "-n", s, "link", "set", "lo", "up"],
-            ["ip", "-n", c, "link", "set", cl, "up"],
-            ["ip", "-n", s, "link", "set", sl, "up"],
         ]
+        for path in network.paths {
+            steps += [
+                ["ip", "-n", c, "link", "add", path.link, "type", "veth", "peer", "name", path.peer, "netns", s],
+                ["ip", "-n", c, "addr", "add", "\(path.clientAddress)/24", "dev", path.link],
+                ["ip", "-n", s, "addr", "add", "\(path.gateway)/24", "dev", path.peer],
+                ["ip", "-n", s, "link", "set", path.peer, "up"],
+                ["ip", "-n", c, "link", "set", path.link, "up"],
+            ]
+        }
+        if layout == .wifiAndCellular {
+            steps += [
+                ["ip", "-n", s, "addr", "add", "\(network.serverAddress)/32", "dev", "lo"],
+                ["ip", "-n", c, "route", "add", "default", "via", network.paths[0].gateway, "dev", network.paths[0].link],
+            ]
+        }
         for step in steps where !run(step) {
             network.remove()
             throw NetworkError(message: "`\(step.joined(separator: " "))` failed")
@@ -78,13 +146,11 @@ final class FaultNetwork: Sendable {
         return network
     }
 
-    /// Removes both namespaces (the veth pair and the nft table go with them). Idempotent.
+    /// Removes both namespaces (the veth pairs and the nft table go with them). Idempotent.
     func remove() {
         guard !removed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         _ = Self.run(["ip", "netns", "del", clientNamespace])
         _ = Self.run(["ip", "netns", "del", serverNamespace])
-        // A link made before it was moved would still be in the machine's namespace.
-        if Self.linkExistsHere(clientLink) { _ = Self.run(["ip", "link", "del", clientLink]) }
         _ = Self.live.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
     }
 
@@ -94,15 +160,39 @@ final class FaultNetwork: Sendable {
         for network in networks { network.remove() }
     }
 
-    private static func linkExistsHere(_ name: String) -> Bool {
-        access("/sys/class/net/\(name)", F_OK) == 0
-    }
-
     // MARK: faults
 
     /// Takes the client's end of the link down (its routes go with it).
     func takeClientLinkDown() throws {
-        try Self.check(["ip", "-n", clientNamespace, "link", "set", clientLink, "down"])
+        try setLink(paths[0], up: false)
+    }
+
+    /// Takes the client's end of `path` up or down (the kernel drops the IPv4 routes over
+    /// a link that goes down; they do not come back with it).
+    func setLink(_ path: Path, up: Bool) throws {
+        try Self.check(["ip", "-n", clientNamespace, "link", "set", path.link, up ? "up" : "down"])
+    }
+
+    /// Points the client's default route at `path` (`ip route replace`: it moves the
+    /// route if there is one, adds it if not).
+    func routeDefault(via path: Path) throws {
+        try Self.check(["ip", "-n", clientNamespace, "route", "replace", "default", "via", path.gateway, "dev", path.link])
+    }
+
+    /// Runs `commands` (`ip` command lines without the `ip`, such as `link set X down`) in
+    /// the client's namespace in one `ip -batch` process, so they follow each other
+    /// within a few milliseconds.
+    func batch(_ commands: [String]) throws {
+        var template = Array("/tmp/sykit-batch-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw NetworkError(message: "cannot make a temporary file for `ip -batch`") }
+        let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        defer { unlink(path) }
+        let text = Array((commands.joined(separator: "\n") + "\n").utf8)
+        let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == text.count else { throw NetworkError(message: "cannot write the `ip -batch` file \(path)") }
+        try Self.check(["ip", "-n", clientNamespace, "-batch", path])
     }
 
     /// Drops every packet to and from TCP `port` in the server's namespace, carrier up.
@@ -135,7 +225,14 @@ final class FaultNetwork: Sendable {
     func makeTransport(
         _ backend: TransportBackend, in namespace: String, configuration: TransportConfiguration
     ) async throws -> any Transport {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Transport, any Error>) in
+        try await run(in: namespace) { try backend.make(configuration) }
+    }
+
+    /// Runs `make` on a new thread that entered `namespace` and returns what it made:
+    /// sockets it opens and threads it starts (a transport's loops, a netlink monitor's
+    /// socket and thread) belong to that namespace.
+    func run<T: Sendable>(in namespace: String, _ make: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let work = ThreadWork {
                 let fd = open("/var/run/netns/\(namespace)", O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else {
@@ -148,7 +245,7 @@ final class FaultNetwork: Sendable {
                     continuation.resume(throwing: NetworkError(message: "setns into \(namespace) failed"))
                     return
                 }
-                continuation.resume(with: Result { try backend.make(configuration) })
+                continuation.resume(with: Result { try make() })
             }
             let box = Unmanaged.passRetained(work)
             var thread = pthread_t()

@@ -93,11 +93,26 @@ struct FaultRig: Sendable {
     /// each call watched for its own detection has its own channel), one echo done.
     func activeCall(seed: UInt64 = 1) async throws -> (OpenCall, Channel) {
         let channel = Channel(target: target, transport: client)
+        return (try await openCall(on: channel, seed: seed), channel)
+    }
+
+    /// A call on `channel`, one echo done (so it is surely open end to end).
+    func openCall(on channel: Channel, seed: UInt64) async throws -> OpenCall {
         let recorder = CallRecorder()
         let call = try await context.startCall(on: channel, handler: recorder)
         call.send(ConformancePattern.bytes(count: 100, seed: seed))
         try await context.waitUntil(seconds: 10, "the first echo arrived over the fault network") { recorder.messageCount == 1 }
-        return (OpenCall(call: call, recorder: recorder), channel)
+        return OpenCall(call: call, recorder: recorder)
+    }
+
+    /// Sends a request the server holds without answering, and waits until the server
+    /// has it and its acknowledgement landed: the call then awaits a reply with nothing
+    /// in flight.
+    func hold(_ open: OpenCall) async throws {
+        let before = held.count
+        open.call.send(holdRequest)
+        try await context.waitUntil(seconds: 5, "the server received the held request") { held.count > before }
+        try await Task.sleep(for: .milliseconds(50))
     }
 
     /// A call that will send into the fault, and a call that sent a request the server
@@ -105,21 +120,19 @@ struct FaultRig: Sendable {
     func activeAndWaitingCalls() async throws -> (active: OpenCall, waiting: OpenCall) {
         let (active, _) = try await activeCall(seed: 1)
         let (waiting, _) = try await activeCall(seed: 2)
-        let before = held.count
-        waiting.call.send(holdRequest)
-        try await context.waitUntil(seconds: 5, "the server received the held request") { held.count > before }
-        // Let the request's acknowledgement land, so nothing of it is in flight.
-        try await Task.sleep(for: .milliseconds(50))
+        try await hold(waiting)
         return (active, waiting)
     }
 }
 
 extension ConformanceContext {
-    /// Runs `body` with a fault network and transports of this pair on both sides of it,
-    /// each made inside its namespace with the stall timeout. Skips (one line, and
-    /// returns) without root or tools, and for a backend without sockets. Everything it
-    /// made is removed afterwards, also when `body` fails.
-    func withFaultNetwork(_ body: @escaping @Sendable (FaultRig) async throws -> Void) async throws {
+    /// Runs `body` with a fault network of `layout` and transports of this pair on both
+    /// sides of it, each made inside its namespace with the stall timeout. Skips (one
+    /// line, and returns) without root or tools, and for a backend without sockets.
+    /// Everything it made is removed afterwards, also when `body` fails.
+    func withFaultNetwork(
+        _ layout: FaultNetwork.Layout = .direct, _ body: @escaping @Sendable (FaultRig) async throws -> Void
+    ) async throws {
         guard let clientBackend = clientTransportBackend, let serverBackend = serverTransportBackend else {
             log("skipped: the runner did not say which backends to make transports of")
             return
@@ -134,7 +147,7 @@ extension ConformanceContext {
         }
         let network: FaultNetwork
         do {
-            network = try FaultNetwork.make()
+            network = try FaultNetwork.make(layout)
         } catch {
             try fail("could not make the fault network: \(error)")
         }
@@ -216,11 +229,13 @@ extension ConformanceContext {
     }
 }
 
-private func milliseconds(_ duration: Duration) -> String {
+/// A duration in whole milliseconds, for the scenarios' logs.
+func milliseconds(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
     return "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000) ms"
 }
 
-private func describe(_ error: TransportError) -> String {
+/// An error's code and reason (and native code), for the scenarios' logs.
+func describe(_ error: TransportError) -> String {
     "\(error.code) (\(error.reason))" + (error.native.map { " from \($0.name)" } ?? "")
 }
