@@ -23,18 +23,13 @@ public protocol Listener: AnyObject, Sendable {
     /// connection's own event loop, as soon as it is accepted, with no hop through a
     /// task, so `handler` can set the connection's handler and start reading at once.
     /// Call it once, right after listening; connections accepted before the call are
-    /// handed over too, in order. The default implementation iterates ``connections``
-    /// in a task and hops to each connection's loop.
+    /// handed over too, in order. The default implementation routes ``connections``
+    /// (``AcceptedConnections/route(to:)``), which backends feed on each connection's loop.
     func acceptConnections(_ handler: @escaping @Sendable (any Connection) -> Void)
 }
 
 extension Listener {
     public func acceptConnections(_ handler: @escaping @Sendable (any Connection) -> Void) {
-        let connections = self.connections
-        Task {
-            for await connection in connections {
-                connection.eventLoop.execute { handler(connection) }
-            }
-        }
+        connections.route(to: handler)
     }
 }

@@ -26,21 +26,6 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     private var registered = false
     private var paused = false
     private let closing = Atomic<Bool>(false)
-    /// Set by ``acceptConnections(_:)``: accepted connections go to it, on their loop.
-    private let acceptRoute = AcceptRoute()
-
-    /// Where accepted connections go: the handler, once set (a class, so the accept
-    /// path's closures can share it). The closure sits in a box: a closure stored as a
-    /// `Mutex`'s value is re-wrapped in reabstraction thunks on every `withLock`, so
-    /// each call would go through one more thunk than the last (measured: 37% of an
-    /// echo server's CPU after a few thousand accepts).
-    private final class AcceptRoute: Sendable {
-        final class Box: Sendable {
-            let handler: @Sendable (any Connection) -> Void
-            init(_ handler: @escaping @Sendable (any Connection) -> Void) { self.handler = handler }
-        }
-        let handler = Mutex<Box?>(nil)
-    }
     private let onClose: @Sendable (BSDListener) -> Void
 
     /// Binds and listens (it does not block); `start()` then begins accepting on `loop`.
@@ -83,14 +68,6 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         } catch {
             throw ErrnoTable.error(error, while: "watching the listener on \(localAddress)")
         }
-    }
-
-    func acceptConnections(_ handler: @escaping @Sendable (any Connection) -> Void) {
-        let queued = acceptRoute.handler.withLock { current in
-            current = AcceptRoute.Box(handler)
-            return connections.takeQueued()
-        }
-        for connection in queued { connection.eventLoop.execute { handler(connection) } }
     }
 
     func close() {
@@ -157,25 +134,13 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         let target = group.next()
         let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, registry: registry, stall: stall)
         let connections = self.connections
-        let acceptRoute = self.acceptRoute
         let activate: @Sendable () -> Void = {
             do {
                 try connection.activate()
             } catch {
                 return
             }
-            // Queue it or hand it over under the handler's lock, so a handler being set
-            // now either finds it queued or receives it: never neither.
-            var queued = true
-            let handler = acceptRoute.handler.withLock { handler in
-                if handler == nil { queued = connections.yield(connection) }
-                return handler
-            }
-            if let handler {
-                handler.handler(connection)
-            } else if !queued {
-                connection.close()
-            }
+            if !connections.yield(connection) { connection.close() }
         }
         if target === loop {
             activate()
