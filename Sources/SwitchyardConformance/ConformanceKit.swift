@@ -124,6 +124,7 @@ public enum ConformanceKit {
         .networkSwitchEndsCalls,               // 33
         .noConnectivityFailsCallsAtOnce,       // 34
         .linkFlapIsOneChange,                  // 35
+        .acceptHandler,                        // 36
     ]
 
     /// The scenario named `name`, if any.
