@@ -1,0 +1,43 @@
+// swift-tools-version: 6.1
+//
+// Switchyard's benchmarks: their own package, so that the peers they compare against
+// (SwiftNIO) and the benchmark tooling (ordo-one/benchmark) never become dependencies of
+// the library. See README.md; `./run` (servers under load) and `./check-thresholds`
+// (microbenchmarks against checked-in thresholds) are the entry points.
+
+import PackageDescription
+
+let package = Package(
+    name: "switchyard-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        // The library itself, by path: its echo-server and echo-client are built from here
+        // too, so one build covers every Swift server under test.
+        .package(name: "switchyard", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // The SwiftNIO peer: NIO's own EchoServer example, one event loop thread.
+        .executableTarget(
+            name: "nio-echo-server",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Servers/nio-echo-server"
+        ),
+        // Microbenchmarks of the hot pieces, checked against Thresholds/ by ./check-thresholds.
+        .executableTarget(
+            name: "SwitchyardMicro",
+            dependencies: [
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardBSD", package: "switchyard"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/SwitchyardMicro",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
