@@ -161,17 +161,17 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             return
         }
         if let refusal = writeRefusal() {
-            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            if let completion { loop.deferCompletion(completion, refusal) }
             return
         }
         wroteSinceSweep = true
         if writeQueue.isEmpty {
             guard let written = bytes.withUnsafeBytes({ sendNow($0) }) else {
-                if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
+                if let completion { loop.deferCompletion(completion, self.terminalError) }
                 return
             }
             if written == bytes.count {
-                if let completion { loop.deferToEndOfTurn { completion(nil) } }
+                if let completion { loop.deferCompletion(completion, nil) }
                 return
             }
             enqueue(PendingWrite(bytes: bytes, offset: written, completion: completion))
@@ -187,17 +187,17 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             return
         }
         if let refusal = writeRefusal() {
-            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            if let completion { loop.deferCompletion(completion, refusal) }
             return
         }
         wroteSinceSweep = true
         if writeQueue.isEmpty {
             guard let written = sendNow(bytes) else {
-                if let completion { loop.deferToEndOfTurn { completion(self.terminalError) } }
+                if let completion { loop.deferCompletion(completion, self.terminalError) }
                 return
             }
             if written == bytes.count {
-                if let completion { loop.deferToEndOfTurn { completion(nil) } }
+                if let completion { loop.deferCompletion(completion, nil) }
                 return
             }
             enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
@@ -212,14 +212,14 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             return
         }
         if let refusal = writeRefusal() {
-            if let completion { loop.deferToEndOfTurn { completion(refusal) } }
+            if let completion { loop.deferCompletion(completion, refusal) }
             return
         }
         wroteSinceSweep = true
         if writeQueue.isEmpty {
             output = .shutdown
             let failure = shutdownWriteSide()
-            if let completion { loop.deferToEndOfTurn { completion(failure) } }
+            if let completion { loop.deferCompletion(completion, failure) }
         } else {
             output = .shutdownPending(completion)
         }

@@ -57,8 +57,13 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     private var running = true
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
-    /// Work deferred to the end of the current turn (not inline in a user's call).
-    private var deferred: [() -> Void] = []
+    /// Work deferred to the end of the current turn (not inline in a user's call). A
+    /// write completion is kept with its result, so deferring one allocates nothing.
+    private enum Deferred {
+        case work(() -> Void)
+        case completion(WriteCompletion, TransportError?)
+    }
+    private var deferred: [Deferred] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     package let readBuffer: UnsafeMutableRawBufferPointer
@@ -159,7 +164,14 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     /// that callbacks never run inside the user call that caused them.
     package func deferToEndOfTurn(_ work: @escaping () -> Void) {
         assertInLoop()
-        deferred.append(work)
+        deferred.append(.work(work))
+    }
+
+    /// Runs a write's `completion` with `result` at the end of the current turn, in order
+    /// with other deferred work. Call on the loop.
+    package func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
+        assertInLoop()
+        deferred.append(.completion(completion, result))
     }
 
     /// Runs `work` on the loop after `delay`. Call on the loop.
@@ -293,7 +305,12 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         while !deferred.isEmpty {
             let work = deferred
             deferred.removeAll(keepingCapacity: true)
-            for item in work { item() }
+            for item in work {
+                switch item {
+                case .work(let work): work()
+                case .completion(let completion, let result): completion(result)
+                }
+            }
         }
     }
 

@@ -103,24 +103,27 @@ public final class Call: @unchecked Sendable {
     /// Sends a message; `completion` runs on the loop once it is in the kernel, or with
     /// the error that stopped it. (The async face uses this.)
     public func send(_ message: [UInt8], completion: WriteCompletion?) {
-        onLoop {
-            guard self.status == nil, !self.sentEnd else {
-                completion?(self.endedError(sending: true))
-                return
-            }
-            let reports = self.flow.reportsWrites
-            let frame = Frame.encode(.message, payload: message)
-            if !reports && completion == nil {
-                self.connection.write(frame, completion: nil)
-                return
-            }
-            self.connection.write(frame) { error in
-                completion?(error)
-                if let error {
-                    self.end(CallStatus(error: error), closeConnection: true)
-                } else if reports, self.status == nil {
-                    self.handler?.callDidWriteData(self)
-                }
+        // On the loop (the usual case: a handler answering) no closure is made for the hop.
+        guard eventLoop.inEventLoop else {
+            eventLoop.execute { self.send(message, completion: completion) }
+            return
+        }
+        guard status == nil, !sentEnd else {
+            completion?(endedError(sending: true))
+            return
+        }
+        let reports = flow.reportsWrites
+        let frame = Frame.encode(.message, payload: message)
+        if !reports && completion == nil {
+            connection.write(frame, completion: nil)
+            return
+        }
+        connection.write(frame) { error in
+            completion?(error)
+            if let error {
+                self.end(CallStatus(error: error), closeConnection: true)
+            } else if reports, self.status == nil {
+                self.handler?.callDidWriteData(self)
             }
         }
     }
@@ -164,11 +167,13 @@ public final class Call: @unchecked Sendable {
     /// Asks for `count` more messages (flow control on); requests stack.
     public func receiveNextMessages(_ count: Int) {
         precondition(count >= 0, "receiveNextMessages needs a count >= 0")
-        onLoop {
-            guard self.status == nil else { return }
-            self.flow.request(count)
-            self.deliver()
+        guard eventLoop.inEventLoop else {
+            eventLoop.execute { self.receiveNextMessages(count) }
+            return
         }
+        guard status == nil else { return }
+        flow.request(count)
+        deliver()
     }
 
     /// Ends the call now with `cancelled` and resets its connection (the peer's call ends
