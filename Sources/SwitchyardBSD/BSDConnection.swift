@@ -160,24 +160,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             hop({ self.write(bytes, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
-        if let refusal = writeRefusal() {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return
-        }
-        wroteSinceSweep = true
-        if writeQueue.isEmpty {
-            guard let written = bytes.withUnsafeBytes({ sendNow($0) }) else {
-                if let completion { loop.deferCompletion(completion, self.terminalError) }
-                return
-            }
-            if written == bytes.count {
-                if let completion { loop.deferCompletion(completion, nil) }
-                return
-            }
-            enqueue(PendingWrite(bytes: bytes, offset: written, completion: completion))
-        } else {
-            enqueue(PendingWrite(bytes: bytes, offset: 0, completion: completion))
-        }
+        bytes.withUnsafeBytes { writeOnLoop($0, owned: bytes, completion: completion) }
     }
 
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
@@ -186,23 +169,33 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             hop({ self.write(copy, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
+        writeOnLoop(bytes, owned: nil, completion: completion)
+    }
+
+    /// Both write paths, on the loop: send at once when nothing is queued; queue the
+    /// array itself (`owned`, no copy) or a copy of only what the kernel did not take.
+    private func writeOnLoop(_ bytes: UnsafeRawBufferPointer, owned: [UInt8]?, completion: WriteCompletion?) {
         if let refusal = writeRefusal() {
             if let completion { loop.deferCompletion(completion, refusal) }
             return
         }
         wroteSinceSweep = true
+        var written = 0
         if writeQueue.isEmpty {
-            guard let written = sendNow(bytes) else {
+            guard let sent = sendNow(bytes) else {
                 if let completion { loop.deferCompletion(completion, self.terminalError) }
                 return
             }
-            if written == bytes.count {
+            if sent == bytes.count {
                 if let completion { loop.deferCompletion(completion, nil) }
                 return
             }
-            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
+            written = sent
+        }
+        if let owned {
+            enqueue(PendingWrite(bytes: owned, offset: written, completion: completion))
         } else {
-            enqueue(PendingWrite(bytes: Array(bytes), offset: 0, completion: completion))
+            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
         }
     }
 
