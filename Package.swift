@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "SwitchyardBSD",
             dependencies: [
-                "Switchyard", "SwitchyardPosix",
+                "Switchyard", "SwitchyardPosix", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "SwitchyardUV",
             dependencies: [
-                "Switchyard", "CLibUV",
+                "Switchyard", "CLibUV", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict

@@ -1,5 +1,6 @@
 public import Switchyard
 import SwitchyardPosix
+import CSwitchyardPosix
 import Synchronization
 
 /// The BSD sockets backend (`"bsd"`): nonblocking TCP sockets on epoll event loops, one
@@ -43,6 +44,9 @@ public final class BSDTransport: Transport {
         if let timeout = configuration.stallTimeout, timeout <= .zero {
             throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(timeout)")
         }
+        // Before the loop threads exist: with fewer threads sharing the table, growing it
+        // waits for fewer (or no) RCU grace periods.
+        _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         let group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
         self.group = group
         stall = configuration.stallTimeout.map { StallMonitors(settings: StallSettings(timeout: $0), group: group) }

@@ -1,4 +1,5 @@
 import CLibUV
+import CSwitchyardPosix
 import Glibc
 public import Switchyard
 import Synchronization
@@ -47,21 +48,29 @@ public final class UVTransport: Transport {
         /// Without it, the kernel's own `ETIMEDOUT` (after its long budget) maps as the
         /// table says: `unavailable`, reason `timed out`.
         public var stallTimeout: Duration?
+        /// How many descriptors the process's descriptor table is grown to hold at start;
+        /// see ``TransportConfiguration/reservedDescriptors``.
+        public var reservedDescriptors: Int
 
-        public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil) {
+        public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384) {
             self.eventLoopCount = eventLoopCount
             self.stallTimeout = stallTimeout
+            self.reservedDescriptors = reservedDescriptors
         }
 
         /// The settings of a backend-neutral configuration, its stall timeout included.
         public init(_ configuration: TransportConfiguration) {
-            self.init(eventLoopCount: configuration.eventLoopCount, stallTimeout: configuration.stallTimeout)
+            self.init(
+                eventLoopCount: configuration.eventLoopCount, stallTimeout: configuration.stallTimeout,
+                reservedDescriptors: configuration.reservedDescriptors)
         }
 
         /// The settings of a backend-neutral configuration, with `stallTimeout` in place
         /// of its own.
         public init(_ configuration: TransportConfiguration, stallTimeout: Duration?) {
-            self.init(eventLoopCount: configuration.eventLoopCount, stallTimeout: stallTimeout)
+            self.init(
+                eventLoopCount: configuration.eventLoopCount, stallTimeout: stallTimeout,
+                reservedDescriptors: configuration.reservedDescriptors)
         }
     }
 
@@ -95,6 +104,9 @@ public final class UVTransport: Transport {
         _ = UVProcess.prepared
         self.configuration = configuration
         self.settings = UVSocketSettings(stallTimeout: configuration.stallTimeout)
+        // Before the loop threads exist: with fewer threads sharing the table, growing it
+        // waits for fewer (or no) RCU grace periods.
+        _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
     }
 

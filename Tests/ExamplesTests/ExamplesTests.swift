@@ -249,6 +249,26 @@ struct ExamplesTests {
         }
     }
 
+    /// A socket backend grows the process's descriptor table once at start
+    /// (`TransportConfiguration.reservedDescriptors`, default 16,384, clamped to the soft
+    /// descriptor limit) instead of doubling it under load, where each growth in a
+    /// threaded process waits for an RCU grace period. A fresh process starts with 64
+    /// slots; `FDSize` in /proc shows the table's size.
+    @Test("echo-server reserves its descriptor table at start", arguments: socketBackends)
+    func serverReservesDescriptorTable(backend: String) async throws {
+        var limit = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        let expected = Int(min(16_384, limit.rlim_cur))
+        try #require(expected > 64, "the soft descriptor limit (\(limit.rlim_cur)) leaves nothing to reserve")
+        let (server, _) = try await startEchoServer(backend: backend)
+        defer { server.killIfRunning() }
+        let status = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)
+        let size = status.split(separator: "\n").first { $0.hasPrefix("FDSize:") }
+            .flatMap { Int($0.dropFirst("FDSize:".count).trimmingCharacters(in: .whitespaces)) }
+        #expect((size ?? 0) >= expected, "FDSize \(size.map(String.init) ?? "missing"), want at least \(expected)")
+        await expectCleanStop(server)
+    }
+
     /// A port taken by someone else: exit 1 naming the problem, not a crash.
     @Test("echo-server reports a port in use", arguments: socketBackends)
     func serverReportsPortInUse(backend: String) async throws {

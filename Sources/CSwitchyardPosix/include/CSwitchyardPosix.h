@@ -16,6 +16,14 @@
 /// accept4(2), which glibc declares only under _GNU_SOURCE.
 int csy_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
 
+/// Grows the process's descriptor table to hold at least `count` descriptors (clamped to
+/// the soft RLIMIT_NOFILE) by duplicating a descriptor to slot `count - 1` and closing it.
+/// The table never shrinks, so later accepts up to that many descriptors do not grow it:
+/// in a process with more than one thread, each growth waits for an RCU grace period
+/// (Linux's expand_fdtable calls synchronize_rcu), which stalls the accepting thread for
+/// milliseconds. Returns the count reserved (0 for `count <= 0`), or -1 with errno set.
+int csy_reserve_descriptors(int count);
+
 /// Names the calling thread (at most 15 characters are kept).
 int csy_pthread_setname(const char *name);
 
