@@ -27,6 +27,8 @@ let package = Package(
             ],
             path: "Servers/nio-echo-server"
         ),
+        // Not a server: the resident-memory floor of any Swift program (see its header).
+        .executableTarget(name: "swift-floor", path: "Servers/swift-floor"),
         // Microbenchmarks of the hot pieces, checked against Thresholds/ by ./check-thresholds.
         .executableTarget(
             name: "SwitchyardMicro",
