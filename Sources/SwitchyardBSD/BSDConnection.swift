@@ -31,8 +31,12 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private var lifecycle = Lifecycle.open
     private var wantsRead = false
     private var readEnded = false
-    /// Removed from epoll after a hang-up while nobody reads, so level-triggered HUP
-    /// does not spin the loop; re-added when reading is asked for again.
+    /// Not in the loop's epoll set: after a hang-up while nobody reads (so level-triggered
+    /// HUP does not spin the loop), once the read side ended with nothing left to write
+    /// (nothing more to watch for; closing then needs no EPOLL_CTL_DEL), and for an
+    /// accepted connection until its new owner has had the chance to ask for reads (see
+    /// ``activate(registeringAtOnce:)``). Re-added, with the events wanted, when reading
+    /// or writing needs it.
     private var parked = false
     private var registeredEvents: UInt32 = 0
 
@@ -71,21 +75,39 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     /// Registers with the loop (interest in nothing yet: errors and hang-ups still
     /// arrive) and with the transport. Call on the loop. Throws when the transport is
     /// shutting down or epoll refuses.
-    func activate() throws(TransportError) {
+    ///
+    /// With `registeringAtOnce` false (the listener's accept path) the epoll registration
+    /// waits for ``finishActivation()``, called once the connection was handed over: an
+    /// owner that starts reading in between registers it with EPOLLIN in one
+    /// EPOLL_CTL_ADD, rather than an ADD for nothing and a MOD for input.
+    func activate(registeringAtOnce: Bool = true) throws(TransportError) {
         loop.assertInLoop()
         guard registry.insert(self) else {
             closeDescriptor()
             lifecycle = .closed(.transportShutdown())
             throw TransportError.transportShutdown()
         }
-        do {
-            try loop.register(fd, events: 0, object: self)
-        } catch {
-            let failure = ErrnoTable.error(error, while: "registering a connection")
-            terminate(failure, deferCallbacks: false)
-            throw failure
+        if registeringAtOnce {
+            do {
+                try loop.register(fd, events: 0, object: self)
+            } catch {
+                let failure = ErrnoTable.error(error, while: "registering a connection")
+                terminate(failure, deferCallbacks: false)
+                throw failure
+            }
+        } else {
+            parked = true
         }
         stallMonitor?.add(self)
+    }
+
+    /// After `activate(registeringAtOnce: false)` and the hand-over: registers the
+    /// connection (for errors and hang-ups) if its owner did not already ask for reads
+    /// or writes. Call on the loop.
+    func finishActivation() {
+        loop.assertInLoop()
+        guard case .open = lifecycle, parked, !readEnded else { return }
+        unpark(events: 0)
     }
 
     /// The error for a failed system call on this connection: the errno table's, except
@@ -437,10 +459,14 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         if !writeQueue.isEmpty { events |= Posix.Events.output }
         if parked {
             guard events != 0 else { return }
-            unpark()
-            guard case .open = lifecycle else { return }
+            unpark(events: events)
+            return
         }
         guard events != registeredEvents else { return }
+        if events == 0 && readEnded {
+            park()
+            return
+        }
         do {
             try loop.reregister(fd, events: events)
             registeredEvents = events
@@ -456,10 +482,11 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         registeredEvents = 0
     }
 
-    private func unpark() {
+    private func unpark(events: UInt32) {
         parked = false
         do {
-            try loop.register(fd, events: 0, object: self)
+            try loop.register(fd, events: events, object: self)
+            registeredEvents = events
         } catch {
             terminate(failure(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
         }

@@ -14,6 +14,9 @@ import Synchronization
 /// only on `loop`; `closing` is atomic; the rest is immutable.
 final class BSDListener: Listener, Selectable, @unchecked Sendable {
     let localAddress: Endpoint
+    /// The local address of every accepted connection, when the listener is bound to one
+    /// address (not a wildcard): it saves a getsockname per accept.
+    private let acceptedLocal: SocketAddress?
     let connections = AcceptedConnections()
     var backendName: String { "bsd" }
 
@@ -46,7 +49,9 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
             try Posix.setReuseAddress(fd)
             try Posix.bind(fd, address)
             try Posix.listen(fd, backlog: CInt(clamping: backlog))
-            self.localAddress = try Posix.localAddress(fd).endpoint
+            let bound = try Posix.localAddress(fd)
+            self.localAddress = bound.endpoint
+            self.acceptedLocal = bound.isUnspecified ? nil : bound
         } catch {
             socket.take()?.close()
             throw ErrnoTable.error(error, while: "listening on \(address)")
@@ -127,7 +132,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         let fd = socket.descriptor
         try? Posix.setNoDelay(fd)
         try? stall?.settings.apply(to: fd)
-        guard let local = try? Posix.localAddress(fd) else {
+        guard let local = acceptedLocal ?? (try? Posix.localAddress(fd)) else {
             socket.close()
             return
         }
@@ -136,11 +141,15 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         let connections = self.connections
         let activate: @Sendable () -> Void = {
             do {
-                try connection.activate()
+                try connection.activate(registeringAtOnce: false)
             } catch {
                 return
             }
-            if !connections.yield(connection) { connection.close() }
+            if connections.yield(connection) {
+                connection.finishActivation()
+            } else {
+                connection.close()
+            }
         }
         if target === loop {
             activate()

@@ -57,6 +57,22 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
     /// AF_INET or AF_INET6.
     package var family: CInt { CInt(storage.ss_family) }
 
+    /// Whether the host part is the unspecified address (`0.0.0.0` or `::`), as in a
+    /// wildcard bind.
+    package var isUnspecified: Bool {
+        withUnsafeBytes(of: storage) { raw -> Bool in
+            switch CInt(storage.ss_family) {
+            case AF_INET:
+                return raw.load(as: sockaddr_in.self).sin_addr.s_addr == 0
+            case AF_INET6:
+                let address = raw.load(as: sockaddr_in6.self)
+                return withUnsafeBytes(of: address.sin6_addr) { $0.allSatisfy { $0 == 0 } }
+            default:
+                return false
+            }
+        }
+    }
+
     /// Calls `body` with the address as `sockaddr` and its length.
     package func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws -> R) rethrows -> R {
         try withUnsafeBytes(of: storage) { raw in

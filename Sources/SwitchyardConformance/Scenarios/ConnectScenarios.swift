@@ -59,6 +59,20 @@ extension ConformanceScenario {
             try context.expect(events.offLoopCalls.isEmpty, "the \(side)'s handler callbacks ran off the connection's event loop: \(events.offLoopCalls)")
         }
         try context.expectEqual(serverEvents.snapshot.readEnds, 1, "how many times the server saw end of stream")
+
+        // A wildcard listener: an accepted connection names the address it was reached
+        // on, not the listener's 0.0.0.0.
+        if context.serverTransportBackend?.usesSockets ?? false {
+            let wildcard = try await context.listen(host: "0.0.0.0")
+            defer { wildcard.close() }
+            let port = wildcard.localAddress.port
+            let client = try await context.connect(to: Endpoint(host: "127.0.0.1", port: port))
+            let server = try await context.accept(from: wildcard)
+            try context.expectEqual(server.localAddress, Endpoint(host: "127.0.0.1", port: port), "the localAddress of a connection accepted by a 0.0.0.0 listener")
+            try context.expectEqual(server.remoteAddress, client.localAddress, "the remoteAddress of a connection accepted by a 0.0.0.0 listener")
+            client.close()
+            server.close()
+        }
     }
 
     /// 2. The same over `[::1]`.
