@@ -25,6 +25,9 @@ import Synchronization
 /// `closing` is atomic and `descriptorOpen` a mutex; the rest is immutable.
 final class UVListener: Listener, @unchecked Sendable {
     let localAddress: Endpoint
+    /// The local address of every accepted connection, when the listener is bound to one
+    /// address (not a wildcard): it saves a getsockname per accept.
+    private let acceptedLocal: Endpoint?
     let connections = AcceptedConnections()
     var backendName: String { "libuv" }
 
@@ -46,6 +49,7 @@ final class UVListener: Listener, @unchecked Sendable {
         self.tcp = tcp
         self.fd = fd
         self.localAddress = local
+        self.acceptedLocal = local.host == "0.0.0.0" || local.host == "::" ? nil : local
         self.loop = loop
         self.group = group
         self.registry = registry
@@ -147,8 +151,9 @@ final class UVListener: Listener, @unchecked Sendable {
         let registry = self.registry
         let settings = self.settings
         let connections = self.connections
+        let local = acceptedLocal
         if target === loop {
-            Self.adopt(client, on: loop, registry: registry, settings: settings, connections: connections)
+            Self.adopt(client, local: local, on: loop, registry: registry, settings: settings, connections: connections)
             return
         }
         let copy = csy_uv_dup_cloexec(csy_uv_tcp_fileno(client))
@@ -166,26 +171,26 @@ final class UVListener: Listener, @unchecked Sendable {
                 _ = csy_uv_close_fd(copy)
                 return
             }
-            Self.adopt(tcp, on: target, registry: registry, settings: settings, connections: connections)
+            Self.adopt(tcp, local: local, on: target, registry: registry, settings: settings, connections: connections)
         }, otherwise: {
             _ = csy_uv_close_fd(copy)
         })
     }
 
     /// Makes a connection of an accepted handle on `loop` and hands it to the user.
+    /// `knownLocal` is its local address when the listener's own tells it (else it is read).
     private static func adopt(
-        _ tcp: UnsafeMutablePointer<uv_tcp_t>, on loop: UVEventLoop, registry: UVResourceRegistry,
-        settings: UVSocketSettings, connections: AcceptedConnections
+        _ tcp: UnsafeMutablePointer<uv_tcp_t>, local knownLocal: Endpoint?, on loop: UVEventLoop,
+        registry: UVResourceRegistry, settings: UVSocketSettings, connections: AcceptedConnections
     ) {
         settings.apply(to: tcp)
-        guard case .success(let local) = UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }),
-              case .success(let remote) = UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) })
-        else {
+        let local = knownLocal ?? (try? UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
+        guard let local, case .success(let remote) = UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
             uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
             return
         }
         let connection = UVConnection(
-            tcp: tcp, loop: loop, local: local.endpoint, remote: remote.endpoint, registry: registry,
+            tcp: tcp, loop: loop, local: local, remote: remote.endpoint, registry: registry,
             stallDetection: settings.stallTimeout != nil)
         guard connection.activate() else { return }
         if !connections.yield(connection) { connection.close() }
