@@ -47,16 +47,26 @@ public final class Call: @unchecked Sendable {
     public let connection: any Connection
     public let options: CallOptions
     /// The loop the call's events run on.
-    public var eventLoop: any EventLoop { connection.eventLoop }
+    public let eventLoop: any EventLoop
 
-    private var handler: (any CallHandler)?
-    private var flow: any FlowController
-    private var decoder: FrameDecoder
-    private var reading = false
-    private var peerEnded = false
+    // The state below is confined to the loop (see above), so the per-message hot
+    // fields skip the runtime's dynamic exclusivity checks (each costs a thread-local
+    // lookup, and a message touched them a dozen times).
+    @exclusivity(unchecked) private var handler: (any CallHandler)?
+    @exclusivity(unchecked) private var flow: any FlowController
+    @exclusivity(unchecked) private var decoder: FrameDecoder
+    @exclusivity(unchecked) private var reading = false
+    @exclusivity(unchecked) private var peerEnded = false
     private var peerEndReported = false
-    private var sentEnd = false
+    @exclusivity(unchecked) private var sentEnd = false
     private var status: CallStatus?
+    /// Whether the call ended (``status`` is set). Checked on every message: reading the
+    /// optional status instead copies it (four strings) through its value witnesses.
+    @exclusivity(unchecked) private var ended = false
+    /// The completion each reported write gets when the sender passed none: made once
+    /// per call, so a write with flow control on allocates no closure. Holds the call
+    /// until it ends (`end` drops it).
+    @exclusivity(unchecked) private var writeReport: WriteCompletion?
     /// Server, after its status: reading only to see the client's end before closing,
     /// so unread bytes never turn the close into a reset that could lose the status.
     private var draining = false
@@ -70,6 +80,7 @@ public final class Call: @unchecked Sendable {
     init(role: Role, connection: any Connection, options: CallOptions) {
         self.role = role
         self.connection = connection
+        self.eventLoop = connection.eventLoop
         self.options = options
         self.flow = options.makeFlowController()
         self.decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
@@ -108,23 +119,37 @@ public final class Call: @unchecked Sendable {
             eventLoop.execute { self.send(message, completion: completion) }
             return
         }
-        guard status == nil, !sentEnd else {
+        guard !ended, !sentEnd else {
             completion?(endedError(sending: true))
             return
         }
         let reports = flow.reportsWrites
         let frame = Frame.encode(.message, payload: message)
-        if !reports && completion == nil {
-            connection.write(frame, completion: nil)
-            return
-        }
-        connection.write(frame) { error in
-            completion?(error)
-            if let error {
-                self.end(CallStatus(error: error), closeConnection: true)
-            } else if reports, self.status == nil {
-                self.handler?.callDidWriteData(self)
+        if let completion {
+            connection.write(frame) { error in
+                completion(error)
+                self.writeDidComplete(error, reports: reports)
             }
+        } else if reports {
+            let report: WriteCompletion
+            if let made = writeReport {
+                report = made
+            } else {
+                report = { error in self.writeDidComplete(error, reports: true) }
+                writeReport = report
+            }
+            connection.write(frame, completion: report)
+        } else {
+            connection.write(frame, completion: nil)
+        }
+    }
+
+    /// A sent message is in the kernel (`error` nil), or could not be sent.
+    private func writeDidComplete(_ error: TransportError?, reports: Bool) {
+        if let error {
+            end(CallStatus(error: error), closeConnection: true)
+        } else if reports, !ended {
+            handler?.callDidWriteData(self)
         }
     }
 
@@ -132,7 +157,7 @@ public final class Call: @unchecked Sendable {
     public func finishSending(completion: WriteCompletion? = nil) {
         precondition(role == .client, "finishSending() is for client calls; a server ends with finish(_:)")
         onLoop {
-            guard self.status == nil, !self.sentEnd else {
+            guard !self.ended, !self.sentEnd else {
                 completion?(self.endedError(sending: true))
                 return
             }
@@ -146,7 +171,7 @@ public final class Call: @unchecked Sendable {
     public func finish(_ status: CallStatus = .ok, completion: WriteCompletion? = nil) {
         precondition(role == .server, "finish(_:) is for server calls; a client ends with finishSending()")
         onLoop {
-            guard self.status == nil, !self.sentEnd else {
+            guard !self.ended, !self.sentEnd else {
                 completion?(self.endedError(sending: true))
                 return
             }
@@ -171,7 +196,7 @@ public final class Call: @unchecked Sendable {
             eventLoop.execute { self.receiveNextMessages(count) }
             return
         }
-        guard status == nil else { return }
+        guard !ended else { return }
         flow.request(count)
         deliver()
     }
@@ -180,7 +205,7 @@ public final class Call: @unchecked Sendable {
     /// with `unavailable`, reason `reset`).
     public func cancel() {
         onLoop {
-            guard self.status == nil else { return }
+            guard !self.ended else { return }
             let error = TransportError(code: .cancelled, reason: .callCancelled, message: "the call was cancelled")
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
             self.connection.reset()
@@ -191,7 +216,7 @@ public final class Call: @unchecked Sendable {
     /// when the network under it changed).
     func terminate(with error: TransportError) {
         onLoop {
-            guard self.status == nil else { return }
+            guard !self.ended else { return }
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
             self.connection.reset()
         }
@@ -213,7 +238,7 @@ public final class Call: @unchecked Sendable {
 
     fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
         // After the status (draining, or ended) incoming bytes are discarded.
-        guard status == nil else { return }
+        guard !ended else { return }
         decoder.append(bytes)
         deliver()
     }
@@ -229,7 +254,7 @@ public final class Call: @unchecked Sendable {
 
     fileprivate func connectionDidClose(error: TransportError?) {
         adapter = nil
-        guard status == nil else { return }
+        guard !ended else { return }
         let failure = error ?? TransportError(code: .cancelled, reason: .closed, message: "the call's connection was closed")
         endedByBrokenConnection = failure.code == .unavailable
         end(CallStatus(error: failure), closeConnection: false)
@@ -237,35 +262,42 @@ public final class Call: @unchecked Sendable {
 
     /// Hands over every frame the policy allows, then decides whether to read.
     private func deliver() {
-        while status == nil, decoder.hasFrame {
-            if !flow.mayDeliver && decoder.nextKind == .message { break }
-            let frame: (kind: Frame.Kind, payload: [UInt8])
-            do {
-                guard let next = try decoder.next() else { break }
-                frame = next
-            } catch {
-                end(CallStatus(error: error), closeConnection: true)
-                return
-            }
-            switch frame.kind {
+        var pending = decoder.pending
+        delivering: while !ended {
+            switch pending {
+            case .none:
+                break delivering
             case .message:
-                flow.didDeliver(bytes: frame.payload.count)
-                handler?.call(self, didReceive: frame.payload)
-            default:
+                guard flow.mayDeliver else { break delivering }
+                let payload = decoder.takePayload()
+                flow.didDeliver(bytes: payload.count)
+                handler?.call(self, didReceive: payload)
+            case .status:
+                let payload = decoder.takePayload()
                 guard role == .client else {
                     protocolViolation("a client sent a status frame")
                     return
                 }
                 do {
-                    end(try CallStatus(decoding: frame.payload), closeConnection: true)
+                    end(try CallStatus(decoding: payload), closeConnection: true)
+                } catch {
+                    end(CallStatus(error: error), closeConnection: true)
+                }
+                return
+            case .invalid:
+                do {
+                    _ = try decoder.next()
+                    preconditionFailure("the frame decoder accepted a frame it had called invalid")
                 } catch {
                     end(CallStatus(error: error), closeConnection: true)
                 }
                 return
             }
+            // The handler may have asked for more, ended the call or read on (nested).
+            pending = decoder.pending
         }
-        guard status == nil else { return }
-        if peerEnded && !decoder.hasFrame {
+        guard !ended else { return }
+        if peerEnded && pending == .none {
             do {
                 try decoder.finish()
             } catch {
@@ -284,7 +316,7 @@ public final class Call: @unchecked Sendable {
                 handler?.callDidReceiveEnd(self)
             }
         }
-        updateReading()
+        updateReading(hasFrame: pending != .none)
     }
 
     private func protocolViolation(_ what: String) {
@@ -292,6 +324,10 @@ public final class Call: @unchecked Sendable {
     }
 
     private func updateReading() {
+        updateReading(hasFrame: decoder.pending != .none)
+    }
+
+    private func updateReading(hasFrame: Bool) {
         bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
         guard started else { return }
         let want: Bool
@@ -300,7 +336,7 @@ public final class Call: @unchecked Sendable {
         } else {
             // Read ahead to one whole frame even when nothing is asked for, so the
             // status, the peer's end or a reset is seen; stop once a frame waits.
-            want = status == nil && !peerEnded && !decoder.hasFrame
+            want = !ended && !peerEnded && !hasFrame
         }
         guard want != reading else { return }
         reading = want
@@ -309,8 +345,10 @@ public final class Call: @unchecked Sendable {
 
     /// Ends the call once with `status`.
     private func end(_ status: CallStatus, closeConnection: Bool, deferHandler: Bool = false) {
-        guard self.status == nil else { return }
+        guard !ended else { return }
+        ended = true
         self.status = status
+        writeReport = nil
         decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
         if closeConnection {
             connection.close()

@@ -68,7 +68,15 @@ public struct FrameDecoder: Sendable {
     public let maximumMessageSize: Int
     private var buffer: [UInt8] = []
     private var readIndex = 0
-    private var failed: TransportError?
+    /// The error that killed the stream, boxed: the decoder is copied and checked on
+    /// every message, and a bare `TransportError?` (four strings) makes each copy and
+    /// each check go through its value witnesses.
+    private var failure: Failure?
+
+    private final class Failure: Sendable {
+        let error: TransportError
+        init(_ error: TransportError) { self.error = error }
+    }
 
     public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize) {
         precondition(maximumMessageSize >= 0)
@@ -76,11 +84,13 @@ public struct FrameDecoder: Sendable {
     }
 
     /// Bytes received and not yet returned as frames.
-    public var bufferedBytes: Int { buffer.count - readIndex }
+    public var bufferedBytes: Int {
+        @inline(__always) get { buffer.count - readIndex }
+    }
 
     /// Adds received bytes. After a decoding error they are dropped: the stream is dead.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        if failed != nil { return }
+        if failure != nil { return }
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
             readIndex = 0
@@ -96,9 +106,57 @@ public struct FrameDecoder: Sendable {
         bytes.withUnsafeBytes { append($0) }
     }
 
+    /// What waits at the front of the buffer (see ``pending``).
+    enum Pending: Equatable {
+        /// No whole frame yet (or nothing at all).
+        case none
+        /// A whole message frame: ``takePayload()`` returns it.
+        case message
+        /// A whole status frame: ``takePayload()`` returns it.
+        case status
+        /// A bad prefix (unknown flags, too large) or an earlier error: ``next()`` throws.
+        case invalid
+    }
+
+    /// What ``next()`` would return, found from the prefix alone (no copy, no decoding).
+    var pending: Pending {
+        @inline(__always) get {
+            if failure != nil { return .invalid }
+            let available = buffer.count - readIndex
+            guard available >= Frame.headerSize else { return .none }
+            return buffer.withUnsafeBufferPointer { buffer in
+                let flags = buffer[readIndex]
+                let length = Int(buffer[readIndex + 1]) << 24 | Int(buffer[readIndex + 2]) << 16
+                    | Int(buffer[readIndex + 3]) << 8 | Int(buffer[readIndex + 4])
+                let kind: Pending
+                switch flags {
+                case 0x00: kind = .message
+                case 0x01: kind = .status
+                default: return .invalid
+                }
+                if length > maximumMessageSize { return .invalid }
+                return available >= Frame.headerSize + length ? kind : .none
+            }
+        }
+    }
+
+    /// Removes the whole, valid frame ``pending`` reported (`.message` or `.status`) and
+    /// returns its payload: the one copy a received message costs.
+    mutating func takePayload() -> [UInt8] {
+        let length = buffer.withUnsafeBufferPointer { buffer in
+            Int(buffer[readIndex + 1]) << 24 | Int(buffer[readIndex + 2]) << 16
+                | Int(buffer[readIndex + 3]) << 8 | Int(buffer[readIndex + 4])
+        }
+        let start = readIndex + Frame.headerSize
+        precondition(start + length <= buffer.count, "takePayload() without a whole frame")
+        let payload = buffer.withUnsafeBytes { Array($0[start..<(start + length)]) }
+        readIndex = start + length
+        return payload
+    }
+
     /// The next whole frame, or nil until more bytes arrive.
     public mutating func next() throws(TransportError) -> (kind: Frame.Kind, payload: [UInt8])? {
-        if let failed { throw failed }
+        if let failure { throw failure.error }
         let available = buffer.count - readIndex
         guard available >= Frame.headerSize else { return nil }
         let flags = buffer[readIndex]
@@ -115,22 +173,11 @@ public struct FrameDecoder: Sendable {
                 message: "a frame announces \(length) bytes; the maximum message size is \(maximumMessageSize)"))
         }
         guard available >= Frame.headerSize + length else { return nil }
-        let start = readIndex + Frame.headerSize
-        let payload = Array(buffer[start..<(start + length)])
-        readIndex = start + length
-        return (kind, payload)
+        return (kind, takePayload())
     }
 
     /// Whether a whole frame is buffered (so ``next()`` returns one or throws).
-    public var hasFrame: Bool {
-        if failed != nil { return true }
-        let available = buffer.count - readIndex
-        guard available >= Frame.headerSize else { return false }
-        var length = 0
-        for i in 1...4 { length = length << 8 | Int(buffer[readIndex + i]) }
-        return Frame.Kind(flags: buffer[readIndex]) == nil || length > maximumMessageSize
-            || available >= Frame.headerSize + length
-    }
+    public var hasFrame: Bool { pending != .none }
 
     /// The kind of the next frame, once its flags byte has arrived (nil before, and for
     /// an unknown flags byte).
@@ -140,7 +187,7 @@ public struct FrameDecoder: Sendable {
 
     /// Call at end of stream: throws `truncated frame` if a frame was cut off.
     public func finish() throws(TransportError) {
-        if let failed { throw failed }
+        if let failure { throw failure.error }
         let available = buffer.count - readIndex
         if available > 0 {
             throw TransportError(
@@ -150,7 +197,7 @@ public struct FrameDecoder: Sendable {
     }
 
     private mutating func fail(_ error: TransportError) throws(TransportError) -> (kind: Frame.Kind, payload: [UInt8])? {
-        failed = error
+        failure = Failure(error)
         buffer = []
         readIndex = 0
         throw error
