@@ -69,6 +69,17 @@ public protocol Connection: AnyObject, Sendable {
     /// with the error that stopped them. Writes are sent in call order.
     func write(_ bytes: [UInt8], completion: WriteCompletion?)
 
+    /// Writes bytes as ``write(_:completion:)`` does, except when every byte is in the
+    /// kernel before this returns (called on the loop, nothing queued, the kernel took
+    /// them all): then it returns `true` and `completion` never runs, since the caller
+    /// already knows. Otherwise it returns `false` and `completion` runs as it would for
+    /// ``write(_:completion:)`` (at the end of the turn at the earliest, with the error
+    /// if the write failed). For a caller that reports sent bytes itself at a point where
+    /// that is safe: it spares the backend deferring a completion, and that deferral's
+    /// allocation, per write. The default implementation calls ``write(_:completion:)``
+    /// and returns `false`.
+    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool
+
     /// Writes borrowed bytes. Called on the loop with nothing queued, the backend writes
     /// them at once and copies only what the kernel did not take; off the loop it copies
     /// them all before it hops. The buffer may be reused as soon as this returns.
@@ -92,6 +103,13 @@ public protocol Connection: AnyObject, Sendable {
     /// Closes the connection with a TCP reset (linger 0): the peer sees `unavailable`
     /// (reset), not a clean end of stream. Otherwise like ``close()``.
     func reset()
+}
+
+extension Connection {
+    public func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
+        write(bytes, completion: completion)
+        return false
+    }
 }
 
 /// Runs on the connection's loop when a write completes: `nil` when the bytes are in

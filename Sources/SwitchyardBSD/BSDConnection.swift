@@ -182,7 +182,15 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             hop({ self.write(bytes, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
-        bytes.withUnsafeBytes { writeOnLoop($0, owned: bytes, completion: completion) }
+        bytes.withUnsafeBytes { _ = writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: false) }
+    }
+
+    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
+        guard loop.inEventLoop else {
+            write(bytes, completion: completion)
+            return false
+        }
+        return bytes.withUnsafeBytes { writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: true) }
     }
 
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
@@ -191,26 +199,31 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             hop({ self.write(copy, completion: completion) }, ifStopped: { completion?(self.terminalError) })
             return
         }
-        writeOnLoop(bytes, owned: nil, completion: completion)
+        _ = writeOnLoop(bytes, owned: nil, completion: completion, reportingSentNow: false)
     }
 
-    /// Both write paths, on the loop: send at once when nothing is queued; queue the
+    /// Every write path, on the loop: send at once when nothing is queued; queue the
     /// array itself (`owned`, no copy) or a copy of only what the kernel did not take.
-    private func writeOnLoop(_ bytes: UnsafeRawBufferPointer, owned: [UInt8]?, completion: WriteCompletion?) {
+    /// Returns true when the kernel took every byte at once and `reportingSentNow` asked
+    /// to hear so instead of a completion (which is then not run).
+    private func writeOnLoop(
+        _ bytes: UnsafeRawBufferPointer, owned: [UInt8]?, completion: WriteCompletion?, reportingSentNow: Bool
+    ) -> Bool {
         if let refusal = writeRefusal() {
             if let completion { loop.deferCompletion(completion, refusal) }
-            return
+            return false
         }
         wroteSinceSweep = true
         var written = 0
         if writeQueue.isEmpty {
             guard let sent = sendNow(bytes) else {
                 if let completion { loop.deferCompletion(completion, self.terminalError) }
-                return
+                return false
             }
             if sent == bytes.count {
+                if reportingSentNow { return true }
                 if let completion { loop.deferCompletion(completion, nil) }
-                return
+                return false
             }
             written = sent
         }
@@ -219,6 +232,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         } else {
             enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
         }
+        return false
     }
 
     func shutdownOutput(completion: WriteCompletion?) {

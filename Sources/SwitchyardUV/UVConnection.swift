@@ -173,24 +173,40 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
             loop.submit({ self.write(bytes, completion: completion) }, otherwise: { completion?(endedError) })
             return
         }
+        _ = writeOnLoop(bytes, completion: completion, reportingSentNow: false)
+    }
+
+    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
+        guard loop.inEventLoop else {
+            write(bytes, completion: completion)
+            return false
+        }
+        return writeOnLoop(bytes, completion: completion, reportingSentNow: true)
+    }
+
+    /// An owned write, on the loop. Returns true when the kernel took every byte at once
+    /// and `reportingSentNow` asked to hear so instead of a completion (then not run).
+    private func writeOnLoop(_ bytes: [UInt8], completion: WriteCompletion?, reportingSentNow: Bool) -> Bool {
         if let refusal = writeRefusal() {
             complete(completion, refusal)
-            return
+            return false
         }
         if writeQueue.isEmpty {
             guard let written = bytes.withUnsafeBytes({ tryWrite($0) }) else {
                 complete(completion, terminalError)
-                return
+                return false
             }
             if written == bytes.count {
+                if reportingSentNow { return true }
                 complete(completion, nil)
-                return
+                return false
             }
             enqueue(PendingWrite(bytes: bytes, offset: written, completion: completion))
         } else {
             enqueue(PendingWrite(bytes: bytes, offset: 0, completion: completion))
         }
         if let failure = startWriteIfIdle() { terminate(failure, deferCallbacks: true) }
+        return false
     }
 
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {

@@ -67,6 +67,14 @@ public final class Call: @unchecked Sendable {
     /// per call, so a write with flow control on allocates no closure. Holds the call
     /// until it ends (`end` drops it).
     @exclusivity(unchecked) private var writeReport: WriteCompletion?
+    /// Whether ``deliver()`` is running its loop: the handler is being called from it,
+    /// so what the handler does there (asks for more, sends) is picked up by that loop
+    /// once the handler returns, never nested inside the handler's call.
+    @exclusivity(unchecked) private var dispatching = false
+    /// Messages the handler sent while ``dispatching`` that went into the kernel at once:
+    /// their `didWriteData` is reported by the dispatch loop after the handler returns
+    /// (no deferred completion per message).
+    @exclusivity(unchecked) private var owedWriteReports = 0
     /// Server, after its status: reading only to see the client's end before closing,
     /// so unread bytes never turn the close into a reset that could lose the status.
     private var draining = false
@@ -138,18 +146,27 @@ public final class Call: @unchecked Sendable {
                 report = { error in self.writeDidComplete(error, reports: true) }
                 writeReport = report
             }
-            connection.write(frame, completion: report)
+            if dispatching {
+                // Inside a handler callback of the dispatch loop: when the kernel takes
+                // the frame at once, that loop reports it after the handler returns.
+                if connection.writeNowOrQueue(frame, completion: report) { owedWriteReports += 1 }
+            } else {
+                connection.write(frame, completion: report)
+            }
         } else {
             connection.write(frame, completion: nil)
         }
     }
 
-    /// A sent message is in the kernel (`error` nil), or could not be sent.
+    /// A sent message is in the kernel (`error` nil), or could not be sent. The report
+    /// goes through the dispatch loop like one owed inline, so a handler that asks for
+    /// the next message from `didWriteData` gets it after returning, not inside its call.
     private func writeDidComplete(_ error: TransportError?, reports: Bool) {
         if let error {
             end(CallStatus(error: error), closeConnection: true)
         } else if reports, !ended {
-            handler?.callDidWriteData(self)
+            owedWriteReports += 1
+            deliver()
         }
     }
 
@@ -260,13 +277,42 @@ public final class Call: @unchecked Sendable {
         end(CallStatus(error: failure), closeConnection: false)
     }
 
-    /// Hands over every frame the policy allows, then decides whether to read.
+    /// Hands over every frame the policy allows (and reports the writes that went out
+    /// while handing them over), then decides whether to read.
+    ///
+    /// Called while it already runs (the handler asked for more from inside one of its
+    /// callbacks), it returns at once: the running loop looks again after each callback.
     private func deliver() {
+        guard !dispatching else { return }
+        dispatching = true
+        defer { dispatching = false }
         var pending = decoder.pending
         delivering: while !ended {
+            if owedWriteReports > 0 {
+                owedWriteReports -= 1
+                handler?.callDidWriteData(self)
+                pending = decoder.pending
+                continue
+            }
             switch pending {
             case .none:
-                break delivering
+                guard peerEnded else { break delivering }
+                do {
+                    try decoder.finish()
+                } catch {
+                    end(CallStatus(error: error), closeConnection: true)
+                    return
+                }
+                if role == .client {
+                    endedByBrokenConnection = true
+                    end(CallStatus(error: TransportError(
+                        code: .unavailable, reason: .closed,
+                        message: "the connection ended before the call's status arrived")), closeConnection: true)
+                    return
+                }
+                if peerEndReported { break delivering }
+                peerEndReported = true
+                handler?.callDidReceiveEnd(self)
             case .message:
                 guard flow.mayDeliver else { break delivering }
                 let payload = decoder.takePayload()
@@ -293,29 +339,10 @@ public final class Call: @unchecked Sendable {
                 }
                 return
             }
-            // The handler may have asked for more, ended the call or read on (nested).
+            // The handler may have asked for more, sent, or ended the call.
             pending = decoder.pending
         }
         guard !ended else { return }
-        if peerEnded && pending == .none {
-            do {
-                try decoder.finish()
-            } catch {
-                end(CallStatus(error: error), closeConnection: true)
-                return
-            }
-            if role == .client {
-                endedByBrokenConnection = true
-                end(CallStatus(error: TransportError(
-                    code: .unavailable, reason: .closed,
-                    message: "the connection ended before the call's status arrived")), closeConnection: true)
-                return
-            }
-            if !peerEndReported {
-                peerEndReported = true
-                handler?.callDidReceiveEnd(self)
-            }
-        }
         updateReading(hasFrame: pending != .none)
     }
 
