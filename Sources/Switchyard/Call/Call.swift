@@ -75,6 +75,10 @@ public final class Call: @unchecked Sendable {
     /// their `didWriteData` is reported by the dispatch loop after the handler returns
     /// (no deferred completion per message).
     @exclusivity(unchecked) private var owedWriteReports = 0
+    /// The unread rest of the read being handled, when it arrived with nothing buffered:
+    /// frames are handed over straight from it, and only what is left when the dispatch
+    /// loop stops is copied into the decoder. Borrowed: valid only inside ``didRead(_:)``.
+    @exclusivity(unchecked) private var input = UnsafeRawBufferPointer(start: nil, count: 0)
     /// Server, after its status: reading only to see the client's end before closing,
     /// so unread bytes never turn the close into a reset that could lose the status.
     private var draining = false
@@ -108,7 +112,7 @@ public final class Call: @unchecked Sendable {
 
     /// Bytes received and not yet delivered: at most about one message plus one read.
     public var bufferedBytes: Int {
-        eventLoop.inEventLoop ? decoder.bufferedBytes : bufferedSnapshot.load(ordering: .relaxed)
+        eventLoop.inEventLoop ? decoder.bufferedBytes + input.count : bufferedSnapshot.load(ordering: .relaxed)
     }
 
     // MARK: sending
@@ -256,8 +260,39 @@ public final class Call: @unchecked Sendable {
     fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
         // After the status (draining, or ended) incoming bytes are discarded.
         guard !ended else { return }
-        decoder.append(bytes)
+        guard decoder.bufferedBytes == 0, !dispatching else {
+            decoder.append(bytes)
+            deliver()
+            return
+        }
+        input = bytes
         deliver()
+        if !input.isEmpty {
+            stashInput()
+            bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
+        }
+    }
+
+    /// Moves the unread rest of a borrowed read into the decoder.
+    private func stashInput() {
+        if !ended { decoder.append(input) }
+        input = UnsafeRawBufferPointer(start: nil, count: 0)
+    }
+
+    /// What waits next: in the borrowed read, else in the decoder.
+    private var pendingFrame: FrameDecoder.Pending {
+        @inline(__always) get {
+            input.isEmpty ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
+        }
+    }
+
+    /// Takes the whole frame ``pendingFrame`` found.
+    @inline(__always)
+    private func takePayload() -> [UInt8] {
+        if input.isEmpty { return decoder.takePayload() }
+        let (payload, size) = FrameDecoder.payload(in: input)
+        input = UnsafeRawBufferPointer(rebasing: input[size...])
+        return payload
     }
 
     fileprivate func didReadEnd() {
@@ -286,17 +321,18 @@ public final class Call: @unchecked Sendable {
         guard !dispatching else { return }
         dispatching = true
         defer { dispatching = false }
-        var pending = decoder.pending
+        var pending = pendingFrame
         delivering: while !ended {
             if owedWriteReports > 0 {
                 owedWriteReports -= 1
                 handler?.callDidWriteData(self)
-                pending = decoder.pending
+                pending = pendingFrame
                 continue
             }
             switch pending {
             case .none:
                 guard peerEnded else { break delivering }
+                stashInput()
                 do {
                     try decoder.finish()
                 } catch {
@@ -315,11 +351,11 @@ public final class Call: @unchecked Sendable {
                 handler?.callDidReceiveEnd(self)
             case .message:
                 guard flow.mayDeliver else { break delivering }
-                let payload = decoder.takePayload()
+                let payload = takePayload()
                 flow.didDeliver(bytes: payload.count)
                 handler?.call(self, didReceive: payload)
             case .status:
-                let payload = decoder.takePayload()
+                let payload = takePayload()
                 guard role == .client else {
                     protocolViolation("a client sent a status frame")
                     return
@@ -331,6 +367,7 @@ public final class Call: @unchecked Sendable {
                 }
                 return
             case .invalid:
+                stashInput()
                 do {
                     _ = try decoder.next()
                     preconditionFailure("the frame decoder accepted a frame it had called invalid")
@@ -340,7 +377,7 @@ public final class Call: @unchecked Sendable {
                 return
             }
             // The handler may have asked for more, sent, or ended the call.
-            pending = decoder.pending
+            pending = pendingFrame
         }
         guard !ended else { return }
         updateReading(hasFrame: pending != .none)
@@ -351,11 +388,11 @@ public final class Call: @unchecked Sendable {
     }
 
     private func updateReading() {
-        updateReading(hasFrame: decoder.pending != .none)
+        updateReading(hasFrame: pendingFrame != .none)
     }
 
     private func updateReading(hasFrame: Bool) {
-        bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
+        bufferedSnapshot.store(decoder.bufferedBytes + input.count, ordering: .relaxed)
         guard started else { return }
         let want: Bool
         if draining {
@@ -377,6 +414,7 @@ public final class Call: @unchecked Sendable {
         self.status = status
         writeReport = nil
         decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
+        input = UnsafeRawBufferPointer(start: nil, count: 0)
         if closeConnection {
             connection.close()
         } else if role == .server, sentEnd, status.isOK {

@@ -122,35 +122,48 @@ public struct FrameDecoder: Sendable {
     var pending: Pending {
         @inline(__always) get {
             if failure != nil { return .invalid }
-            let available = buffer.count - readIndex
-            guard available >= Frame.headerSize else { return .none }
-            return buffer.withUnsafeBufferPointer { buffer in
-                let flags = buffer[readIndex]
-                let length = Int(buffer[readIndex + 1]) << 24 | Int(buffer[readIndex + 2]) << 16
-                    | Int(buffer[readIndex + 3]) << 8 | Int(buffer[readIndex + 4])
-                let kind: Pending
-                switch flags {
-                case 0x00: kind = .message
-                case 0x01: kind = .status
-                default: return .invalid
-                }
-                if length > maximumMessageSize { return .invalid }
-                return available >= Frame.headerSize + length ? kind : .none
+            guard buffer.count - readIndex >= Frame.headerSize else { return .none }
+            return buffer.withUnsafeBytes { buffer in
+                Self.pending(in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]), maximumMessageSize: maximumMessageSize)
             }
         }
+    }
+
+    /// What waits at the front of `bytes`, read as the start of a frame.
+    @inline(__always)
+    static func pending(in bytes: UnsafeRawBufferPointer, maximumMessageSize: Int) -> Pending {
+        guard bytes.count >= Frame.headerSize else { return .none }
+        let kind: Pending
+        switch bytes[0] {
+        case 0x00: kind = .message
+        case 0x01: kind = .status
+        default: return .invalid
+        }
+        let length = payloadLength(in: bytes)
+        if length > maximumMessageSize { return .invalid }
+        return bytes.count >= Frame.headerSize + length ? kind : .none
+    }
+
+    /// The payload length a frame prefix at the front of `bytes` announces.
+    @inline(__always)
+    static func payloadLength(in bytes: UnsafeRawBufferPointer) -> Int {
+        Int(bytes[1]) << 24 | Int(bytes[2]) << 16 | Int(bytes[3]) << 8 | Int(bytes[4])
+    }
+
+    /// The payload of the whole frame at the front of `bytes`, and the frame's size.
+    static func payload(in bytes: UnsafeRawBufferPointer) -> (payload: [UInt8], frameSize: Int) {
+        let length = payloadLength(in: bytes)
+        precondition(Frame.headerSize + length <= bytes.count, "no whole frame")
+        return (Array(UnsafeRawBufferPointer(rebasing: bytes[Frame.headerSize..<(Frame.headerSize + length)])), Frame.headerSize + length)
     }
 
     /// Removes the whole, valid frame ``pending`` reported (`.message` or `.status`) and
     /// returns its payload: the one copy a received message costs.
     mutating func takePayload() -> [UInt8] {
-        let length = buffer.withUnsafeBufferPointer { buffer in
-            Int(buffer[readIndex + 1]) << 24 | Int(buffer[readIndex + 2]) << 16
-                | Int(buffer[readIndex + 3]) << 8 | Int(buffer[readIndex + 4])
+        let (payload, size) = buffer.withUnsafeBytes { buffer in
+            Self.payload(in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]))
         }
-        let start = readIndex + Frame.headerSize
-        precondition(start + length <= buffer.count, "takePayload() without a whole frame")
-        let payload = buffer.withUnsafeBytes { Array($0[start..<(start + length)]) }
-        readIndex = start + length
+        readIndex += size
         return payload
     }
 
