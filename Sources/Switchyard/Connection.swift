@@ -80,6 +80,13 @@ public protocol Connection: AnyObject, Sendable {
     /// and returns `false`.
     func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool
 
+    /// Writes `header` and then `payload` as one write, as ``writeNowOrQueue(_:completion:)``
+    /// does for one array, without joining them first: a backend that gathers hands both
+    /// to the kernel in one system call, and keeps `payload` itself (no copy) for what
+    /// the kernel does not take. `header` is borrowed: copied if it has to wait. The
+    /// default implementation joins them and calls ``writeNowOrQueue(_:completion:)``.
+    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool
+
     /// Writes borrowed bytes. Called on the loop with nothing queued, the backend writes
     /// them at once and copies only what the kernel did not take; off the loop it copies
     /// them all before it hops. The buffer may be reused as soon as this returns.
@@ -109,6 +116,14 @@ extension Connection {
     public func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
         write(bytes, completion: completion)
         return false
+    }
+
+    public func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
+        var joined = [UInt8]()
+        joined.reserveCapacity(header.count + payload.count)
+        joined.append(contentsOf: header)
+        joined.append(contentsOf: payload)
+        return writeNowOrQueue(joined, completion: completion)
     }
 }
 

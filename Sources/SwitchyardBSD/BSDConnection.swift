@@ -45,7 +45,8 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         var offset: Int
         var completion: WriteCompletion?
     }
-    private var writeQueue = Deque<PendingWrite>()
+    /// Loop-confined and touched on every write: no runtime exclusivity check.
+    @exclusivity(unchecked) private var writeQueue = Deque<PendingWrite>()
     private var queuedBytes = 0
     private let queuedBytesSnapshot = Atomic<Int>(0)
 
@@ -191,6 +192,45 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             return false
         }
         return bytes.withUnsafeBytes { writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: true) }
+    }
+
+    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
+        guard loop.inEventLoop else {
+            var joined = Array(header)
+            joined.append(contentsOf: payload)
+            write(joined, completion: completion)
+            return false
+        }
+        if let refusal = writeRefusal() {
+            if let completion { loop.deferCompletion(completion, refusal) }
+            return false
+        }
+        wroteSinceSweep = true
+        var written = 0
+        if writeQueue.isEmpty {
+            // One gathered send; the iovecs point into `header` and `payload`, both alive
+            // for the call.
+            let sent: Int? = payload.withUnsafeBytes { body in
+                let vectors = loop.writeVectors
+                vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
+                vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
+                return sendGatheredNow(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
+            }
+            guard let sent else {
+                if let completion { loop.deferCompletion(completion, self.terminalError) }
+                return false
+            }
+            if sent == header.count + payload.count { return true }
+            written = sent
+        }
+        if written < header.count {
+            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: header[written...])), offset: 0, completion: nil))
+            written = 0
+        } else {
+            written -= header.count
+        }
+        enqueue(PendingWrite(bytes: payload, offset: written, completion: completion))
+        return false
     }
 
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
@@ -369,6 +409,20 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private var terminalError: TransportError {
         if case .closed(let error) = lifecycle { return error }
         return .closedLocally()
+    }
+
+    /// ``sendNow(_:)`` for `count` iovecs holding `total` bytes.
+    private func sendGatheredNow(_ vectors: UnsafeMutablePointer<iovec>, count: Int, total: Int) -> Int? {
+        if total == 0 { return 0 }
+        do {
+            switch try Posix.sendGathered(fd, vectors, count: count) {
+            case .done(let sent): return sent
+            case .wouldBlock: return 0
+            }
+        } catch {
+            terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
+            return nil
+        }
     }
 
     /// Sends at once; the count the kernel took, or nil after a failure that ended the

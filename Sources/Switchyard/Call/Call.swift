@@ -136,9 +136,8 @@ public final class Call: @unchecked Sendable {
             return
         }
         let reports = flow.reportsWrites
-        let frame = Frame.encode(.message, payload: message)
         if let completion {
-            connection.write(frame) { error in
+            connection.write(Frame.encode(.message, payload: message)) { error in
                 completion(error)
                 self.writeDidComplete(error, reports: reports)
             }
@@ -153,12 +152,18 @@ public final class Call: @unchecked Sendable {
             if dispatching {
                 // Inside a handler callback of the dispatch loop: when the kernel takes
                 // the frame at once, that loop reports it after the handler returns.
-                if connection.writeNowOrQueue(frame, completion: report) { owedWriteReports += 1 }
+                let sentNow = Frame.withHeader(.message, count: message.count) { header in
+                    connection.writeNowOrQueue(header: header, payload: message, completion: report)
+                }
+                if sentNow { owedWriteReports += 1 }
             } else {
-                connection.write(frame, completion: report)
+                connection.write(Frame.encode(.message, payload: message), completion: report)
             }
         } else {
-            connection.write(frame, completion: nil)
+            // Prefix and message gathered into one send: the message is not copied.
+            _ = Frame.withHeader(.message, count: message.count) { header in
+                connection.writeNowOrQueue(header: header, payload: message, completion: nil)
+            }
         }
     }
 

@@ -29,6 +29,15 @@ public enum Frame {
         public var description: String { rawValue == 0 ? "message" : rawValue == 1 ? "status" : "flags \(rawValue)" }
     }
 
+    /// Runs `body` with the prefix of a frame of `kind` carrying `count` payload bytes.
+    static func withHeader<R>(_ kind: Kind, count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB")
+        let header = (
+            kind.rawValue, UInt8(truncatingIfNeeded: count >> 24), UInt8(truncatingIfNeeded: count >> 16),
+            UInt8(truncatingIfNeeded: count >> 8), UInt8(truncatingIfNeeded: count))
+        return withUnsafeBytes(of: header, body)
+    }
+
     /// The frame for `payload`: prefix and payload in one array (one allocation, one
     /// copy), ready for one write.
     public static func encode(_ kind: Kind, payload: some Collection<UInt8>) -> [UInt8] {
