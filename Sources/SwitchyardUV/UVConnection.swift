@@ -184,6 +184,38 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
         return writeOnLoop(bytes, completion: completion, reportingSentNow: true)
     }
 
+    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
+        guard loop.inEventLoop else {
+            var joined = Array(header)
+            joined.append(contentsOf: payload)
+            write(joined, completion: completion)
+            return false
+        }
+        if let refusal = writeRefusal() {
+            complete(completion, refusal)
+            return false
+        }
+        var written = 0
+        if writeQueue.isEmpty {
+            // One gathered uv_try_write of the prefix and the payload, no join.
+            guard let sent = payload.withUnsafeBytes({ tryWrite(header, $0) }) else {
+                complete(completion, terminalError)
+                return false
+            }
+            if sent == header.count + payload.count { return true }
+            written = sent
+        }
+        if written < header.count {
+            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: header[written...])), offset: 0, completion: nil))
+            written = 0
+        } else {
+            written -= header.count
+        }
+        enqueue(PendingWrite(bytes: payload, offset: written, completion: completion))
+        if let failure = startWriteIfIdle() { terminate(failure, deferCallbacks: true) }
+        return false
+    }
+
     /// An owned write, on the loop. Returns true when the kernel took every byte at once
     /// and `reportingSentNow` asked to hear so instead of a completion (then not run).
     private func writeOnLoop(_ bytes: [UInt8], completion: WriteCompletion?, reportingSentNow: Bool) -> Bool {
@@ -318,6 +350,24 @@ final class UVConnection: Connection, UVResource, @unchecked Sendable {
     /// Writes at once with `uv_try_write`; the count the kernel took, or nil after a
     /// failure that ended the connection (its callbacks deferred: a user call is on the
     /// stack).
+    /// ``tryWrite(_:)`` of `head` then `body`, gathered (`head` must be small).
+    private func tryWrite(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer) -> Int? {
+        if body.isEmpty { return tryWrite(head) }
+        guard !head.isEmpty, let stream else { return tryWrite(body) }
+        var buffers = (
+            uv_buf_init(UnsafeMutableRawPointer(mutating: head.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(head.count)),
+            uv_buf_init(
+                UnsafeMutableRawPointer(mutating: body.baseAddress!).assumingMemoryBound(to: CChar.self),
+                UInt32(min(body.count, Self.maxBufferBytes))))
+        let status = withUnsafeMutableBytes(of: &buffers) { raw in
+            uv_try_write(stream, raw.baseAddress!.assumingMemoryBound(to: uv_buf_t.self), 2)
+        }
+        if status >= 0 { return Int(status) }
+        if status == UV_EAGAIN.rawValue { return 0 }
+        terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: true)
+        return nil
+    }
+
     private func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int? {
         guard !bytes.isEmpty, let stream else { return 0 }
         var buffer = uv_buf_init(
