@@ -45,8 +45,8 @@ public import Switchyard
 /// - D1, D3, D6, D8, D9 (5), D4, D5, D7 (10), D2 (1: one end-of-stream event, still
 ///   open until closed).
 /// - E1 (7; 1 and 6: a normal close gives no error), E3 (7), E6 (7), E7 (1, 10), E8 (6).
-/// - F1, F2 (11), F3 (1), F4 in part (callbacks are checked to run on the connection's
-///   loop; re-entrancy is not checked), F6 (14), F8 (14: `shutdownNow`; 17: the grace
+/// - F1, F2 (11), F3 (1), F4 (callbacks are checked to run on the connection's loop;
+///   37: no call callback runs inside the handler's own calls to its `Call`), F6 (14), F8 (14: `shutdownNow`; 17: the grace
 ///   period, except an early return once every connection closed).
 /// - G2 (every run: no descriptor left open after shutdown).
 /// - Calls (18–25, over channels, calls and `CallServer`): B1, B7 (18: 0 B to 4 MiB, the
@@ -125,6 +125,7 @@ public enum ConformanceKit {
         .noConnectivityFailsCallsAtOnce,       // 34
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
+        .callHandlerNotReentered,              // 37
     ]
 
     /// The scenario named `name`, if any.
