@@ -64,6 +64,9 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         case completion(WriteCompletion, TransportError?)
     }
     private var deferred: [Deferred] = []
+    /// The array `runDeferred` runs from, swapped with `deferred`, so that neither is
+    /// copied or reallocated turn after turn.
+    private var deferredRunning: [Deferred] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     package let readBuffer: UnsafeMutableRawBufferPointer
@@ -301,16 +304,18 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     @inline(__always)
+    /// Runs the deferred work, including work deferred while it runs. Called only from
+    /// the loop's own turn, never from inside deferred work.
     private func runDeferred() {
         while !deferred.isEmpty {
-            let work = deferred
-            deferred.removeAll(keepingCapacity: true)
-            for item in work {
-                switch item {
+            swap(&deferred, &deferredRunning)
+            for index in deferredRunning.indices {
+                switch deferredRunning[index] {
                 case .work(let work): work()
                 case .completion(let completion, let result): completion(result)
                 }
             }
+            deferredRunning.removeAll(keepingCapacity: true)
         }
     }
 

@@ -42,6 +42,9 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     private var localWakePending = false
     private var localStopped = false
     private var deferred: [() -> Void] = []
+    /// The array `drainDeferred` runs from, swapped with `deferred`, so that neither is
+    /// copied or reallocated callback after callback.
+    private var deferredRunning: [() -> Void] = []
     private var draining = false
 
     /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
@@ -173,9 +176,9 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
         guard !deferred.isEmpty, !draining else { return }
         draining = true
         while !deferred.isEmpty {
-            let work = deferred
-            deferred.removeAll(keepingCapacity: true)
-            for item in work { item() }
+            swap(&deferred, &deferredRunning)
+            for index in deferredRunning.indices { deferredRunning[index]() }
+            deferredRunning.removeAll(keepingCapacity: true)
         }
         draining = false
     }
