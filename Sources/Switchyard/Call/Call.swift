@@ -79,6 +79,10 @@ public final class Call: @unchecked Sendable {
     /// frames are handed over straight from it, and only what is left when the dispatch
     /// loop stops is copied into the decoder. Borrowed: valid only inside ``didRead(_:)``.
     @exclusivity(unchecked) private var input = UnsafeRawBufferPointer(start: nil, count: 0)
+    /// Whether a whole frame in the decoder comes before ``input``: the read that
+    /// completed a payload being assembled (taking only the bytes it lacked) left the
+    /// rest as ``input``.
+    @exclusivity(unchecked) private var decoderFirst = false
     /// Server, after its status: reading only to see the client's end before closing,
     /// so unread bytes never turn the close into a reset that could lose the status.
     private var draining = false
@@ -265,10 +269,19 @@ public final class Call: @unchecked Sendable {
     fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
         // After the status (draining, or ended) incoming bytes are discarded.
         guard !ended else { return }
-        guard decoder.bufferedBytes == 0, !dispatching else {
-            decoder.append(bytes)
-            deliver()
-            return
+        var bytes = bytes
+        if !decoder.isEmpty || dispatching {
+            // A large frame's payload being assembled takes the bytes it lacks straight
+            // from the read; then the frame is handed over and the rest of the read is
+            // borrowed as usual. Anything else goes through the decoder.
+            let taken = dispatching ? 0 : decoder.appendPayload(bytes)
+            guard taken > 0 else {
+                decoder.append(bytes)
+                deliver()
+                return
+            }
+            bytes = UnsafeRawBufferPointer(rebasing: bytes[taken...])
+            decoderFirst = !bytes.isEmpty
         }
         input = bytes
         deliver()
@@ -282,12 +295,15 @@ public final class Call: @unchecked Sendable {
     private func stashInput() {
         if !ended { decoder.append(input) }
         input = UnsafeRawBufferPointer(start: nil, count: 0)
+        decoderFirst = false
     }
 
-    /// What waits next: in the borrowed read, else in the decoder.
+    /// What waits next: in the borrowed read, else in the decoder (or first in the
+    /// decoder, see ``decoderFirst``).
     private var pendingFrame: FrameDecoder.Pending {
         @inline(__always) get {
-            input.isEmpty ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
+            input.isEmpty || decoderFirst
+                ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
         }
     }
 
@@ -295,6 +311,10 @@ public final class Call: @unchecked Sendable {
     @inline(__always)
     private func takePayload() -> [UInt8] {
         if input.isEmpty { return decoder.takePayload() }
+        if decoderFirst {
+            decoderFirst = false
+            return decoder.takePayload()
+        }
         let (payload, size) = FrameDecoder.payload(in: input)
         input = UnsafeRawBufferPointer(rebasing: input[size...])
         return payload
@@ -420,6 +440,7 @@ public final class Call: @unchecked Sendable {
         writeReport = nil
         decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
         input = UnsafeRawBufferPointer(start: nil, count: 0)
+        decoderFirst = false
         if closeConnection {
             connection.close()
         } else if role == .server, sentEnd, status.isOK {

@@ -67,6 +67,11 @@ extension TransportError.Reason {
 /// Decodes frames from bytes as they arrive, holding at most one partial frame plus
 /// what the last read brought.
 ///
+/// A frame whose payload does not arrive in one append is assembled in place: once its
+/// prefix has been checked and the first payload bytes are in, the payload array is
+/// made with the frame's length as capacity, and what later appends bring goes straight
+/// into it, so each payload byte is copied once (not into a buffer, then out of it).
+///
 /// Errors (each ends the stream; the connection must be closed):
 /// - a length over ``maximumMessageSize``: `resourceExhausted`, reason `frame too large`,
 ///   raised as soon as the prefix arrives (the payload is never buffered);
@@ -75,8 +80,18 @@ extension TransportError.Reason {
 public struct FrameDecoder: Sendable {
     /// The largest payload accepted.
     public let maximumMessageSize: Int
+    /// Received bytes not yet returned, from `readIndex`. While a payload is being
+    /// assembled and still short, this is empty: every byte goes into ``payload``.
     private var buffer: [UInt8] = []
     private var readIndex = 0
+    /// The payload being assembled, reserved at ``payloadLength`` (the frame's length,
+    /// checked against the maximum first). Whole when `payload.count == payloadLength`:
+    /// the frame then waits ahead of ``buffer``.
+    private var payload: [UInt8] = []
+    /// The length of the payload being assembled; 0 when none is (a frame only starts
+    /// assembling with payload bytes in and some missing, so its length is at least 2).
+    private var payloadLength = 0
+    private var payloadKind = Frame.Kind.message
     /// The error that killed the stream, boxed: the decoder is copied and checked on
     /// every message, and a bare `TransportError?` (four strings) makes each copy and
     /// each check go through its value witnesses.
@@ -94,12 +109,46 @@ public struct FrameDecoder: Sendable {
 
     /// Bytes received and not yet returned as frames.
     public var bufferedBytes: Int {
-        @inline(__always) get { buffer.count - readIndex }
+        @inline(__always) get {
+            buffer.count - readIndex + (payloadLength == 0 ? 0 : Frame.headerSize + payload.count)
+        }
+    }
+
+    /// Whether nothing is buffered (cheaper than `bufferedBytes == 0`).
+    var isEmpty: Bool {
+        @inline(__always) get { payloadLength == 0 && buffer.count == readIndex }
     }
 
     /// Adds received bytes. After a decoding error they are dropped: the stream is dead.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if failure != nil { return }
+        if payloadLength != 0 {
+            let taken = appendPayload(bytes)
+            if taken == bytes.count { return }
+            // The payload is whole: the rest waits behind it.
+            appendToBuffer(UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+            return
+        }
+        // Nothing buffered but at most a prefix: a frame that starts here and does not
+        // end here is assembled straight from `bytes`.
+        if buffer.count - readIndex <= Frame.headerSize, startPayload(from: bytes) { return }
+        // Otherwise the buffer holds a whole (or invalid) frame at its front, which
+        // ``takePayload()`` or ``next()`` deals with first.
+        appendToBuffer(bytes)
+    }
+
+    /// Adds to the payload being assembled as many of `bytes` as it still lacks, and
+    /// returns how many that was: 0 when no payload is being assembled or it is whole.
+    @inline(__always)
+    mutating func appendPayload(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let missing = payloadLength - payload.count
+        guard missing > 0 else { return 0 }
+        let count = min(missing, bytes.count)
+        payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+        return count
+    }
+
+    private mutating func appendToBuffer(_ bytes: UnsafeRawBufferPointer) {
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
             readIndex = 0
@@ -108,6 +157,67 @@ public struct FrameDecoder: Sendable {
             readIndex = 0
         }
         buffer.append(contentsOf: bytes)
+    }
+
+    /// Empties the buffer (keeping a read's worth of capacity).
+    private mutating func clearBuffer() {
+        buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
+        readIndex = 0
+    }
+
+    /// The kind and payload length of a valid frame that starts with the prefix bytes
+    /// `byte(0...4)` and is not whole in `available` bytes, or nil. The maximum is checked
+    /// here, before anything is reserved: an oversized or unknown prefix is left in the
+    /// buffer for ``next()`` to reject, as before.
+    @inline(__always)
+    private func partialFrame(available: Int, _ byte: (Int) -> UInt8) -> (kind: Frame.Kind, length: Int)? {
+        guard available > Frame.headerSize, let kind = Frame.Kind(flags: byte(0)) else { return nil }
+        let length = Int(byte(1)) << 24 | Int(byte(2)) << 16 | Int(byte(3)) << 8 | Int(byte(4))
+        guard length <= maximumMessageSize, available < Frame.headerSize + length else { return nil }
+        return (kind, length)
+    }
+
+    /// Starts assembling a payload when the few buffered bytes (at most a prefix) and
+    /// `bytes` begin a valid frame with some, not all, of its payload: reserves the
+    /// frame's length and copies the payload bytes from `bytes` (the only copy).
+    private mutating func startPayload(from bytes: UnsafeRawBufferPointer) -> Bool {
+        let held = buffer.count - readIndex
+        let frame: (kind: Frame.Kind, length: Int)?
+        if held == 0 {
+            frame = partialFrame(available: bytes.count) { bytes[$0] }
+        } else {
+            frame = buffer.withUnsafeBytes { buffered in
+                let start = readIndex
+                return partialFrame(available: held + bytes.count) { $0 < held ? buffered[start + $0] : bytes[$0 - held] }
+            }
+        }
+        guard let frame else { return false }
+        payload.reserveCapacity(frame.length)
+        payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(Frame.headerSize - held)...]))
+        payloadLength = frame.length
+        payloadKind = frame.kind
+        if held > 0 { clearBuffer() }
+        return true
+    }
+
+    /// After a frame was taken: if the buffer now starts with a valid frame that has
+    /// some, not all, of its payload, moves that payload into an array reserved at the
+    /// frame's length, so what arrives next is appended to it directly.
+    private mutating func startPayloadFromBuffer() {
+        let held = buffer.count - readIndex
+        let start = readIndex
+        let frame = buffer.withUnsafeBytes { buffered in
+            partialFrame(available: held) { buffered[start + $0] }
+        }
+        guard let frame else { return }
+        payload.reserveCapacity(frame.length)
+        do {
+            let tail = buffer[(start + Frame.headerSize)...]
+            payload.append(contentsOf: tail)
+        }
+        payloadLength = frame.length
+        payloadKind = frame.kind
+        clearBuffer()
     }
 
     /// Adds received bytes.
@@ -131,6 +241,9 @@ public struct FrameDecoder: Sendable {
     var pending: Pending {
         @inline(__always) get {
             if failure != nil { return .invalid }
+            if payloadLength != 0 {
+                return payload.count < payloadLength ? .none : payloadKind == .message ? .message : .status
+            }
             guard buffer.count - readIndex >= Frame.headerSize else { return .none }
             return buffer.withUnsafeBytes { buffer in
                 Self.pending(in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]), maximumMessageSize: maximumMessageSize)
@@ -169,16 +282,30 @@ public struct FrameDecoder: Sendable {
     /// Removes the whole, valid frame ``pending`` reported (`.message` or `.status`) and
     /// returns its payload: the one copy a received message costs.
     mutating func takePayload() -> [UInt8] {
+        if payloadLength != 0 {
+            precondition(payload.count == payloadLength, "no whole frame")
+            var whole: [UInt8] = []
+            swap(&whole, &payload)
+            payloadLength = 0
+            if readIndex < buffer.count { startPayloadFromBuffer() }
+            return whole
+        }
         let (payload, size) = buffer.withUnsafeBytes { buffer in
             Self.payload(in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]))
         }
         readIndex += size
+        if readIndex < buffer.count { startPayloadFromBuffer() }
         return payload
     }
 
     /// The next whole frame, or nil until more bytes arrive.
     public mutating func next() throws(TransportError) -> (kind: Frame.Kind, payload: [UInt8])? {
         if let failure { throw failure.error }
+        if payloadLength != 0 {
+            guard payload.count == payloadLength else { return nil }
+            let kind = payloadKind
+            return (kind, takePayload())
+        }
         let available = buffer.count - readIndex
         guard available >= Frame.headerSize else { return nil }
         let flags = buffer[readIndex]
@@ -204,13 +331,14 @@ public struct FrameDecoder: Sendable {
     /// The kind of the next frame, once its flags byte has arrived (nil before, and for
     /// an unknown flags byte).
     public var nextKind: Frame.Kind? {
-        readIndex < buffer.count ? Frame.Kind(flags: buffer[readIndex]) : nil
+        if payloadLength != 0 { return payloadKind }
+        return readIndex < buffer.count ? Frame.Kind(flags: buffer[readIndex]) : nil
     }
 
     /// Call at end of stream: throws `truncated frame` if a frame was cut off.
     public func finish() throws(TransportError) {
         if let failure { throw failure.error }
-        let available = buffer.count - readIndex
+        let available = bufferedBytes
         if available > 0 {
             throw TransportError(
                 code: .internal, reason: .truncatedFrame,
@@ -222,6 +350,8 @@ public struct FrameDecoder: Sendable {
         failure = Failure(error)
         buffer = []
         readIndex = 0
+        payload = []
+        payloadLength = 0
         throw error
     }
 }

@@ -1,0 +1,142 @@
+@testable import Switchyard
+import Testing
+
+/// A frame whose payload spans several appends is assembled in one array reserved at the
+/// frame's length (each payload byte copied once), without changing what is decoded or
+/// which errors are raised when.
+@Suite("Frames: payloads assembled across appends")
+struct FrameAssemblyTests {
+    static func pattern(_ count: Int, seed: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed &+ $0 >> 8) }
+    }
+
+    @Test("A large frame fed in read-sized chunks arrives intact, in one array reserved at its length",
+          arguments: [70_000, 200_000, 1 << 20])
+    func largeFrameInChunks(length: Int) throws {
+        let message = Self.pattern(length, seed: length)
+        let stream = Frame.encode(.message, payload: message) + Frame.encode(.status, payload: CallStatus.ok.encoded)
+        var decoder = FrameDecoder(maximumMessageSize: 1 << 20)
+        var got: [(kind: Frame.Kind, payload: [UInt8])] = []
+        var offset = 0
+        while offset < stream.count {
+            let end = min(stream.count, offset + 65_536)
+            stream[offset..<end].withUnsafeBytes { decoder.append($0) }
+            offset = end
+            #expect(decoder.bufferedBytes == offset - got.reduce(0) { $0 + Frame.headerSize + $1.payload.count })
+            while let frame = try decoder.next() { got.append(frame) }
+        }
+        try decoder.finish()
+        #expect(got.count == 2)
+        #expect(got.first?.kind == .message)
+        #expect(got.first?.payload == message)
+        #expect(try CallStatus(decoding: got.last!.payload) == .ok)
+        // Reserved once at the frame's length (allocator rounding aside), not grown by
+        // doubling as the chunks came in.
+        let capacity = got.first?.payload.capacity ?? 0
+        #expect(capacity >= length && capacity < length + 4096, "capacity \(capacity) for a \(length)-byte payload")
+        #expect(decoder.bufferedBytes == 0)
+    }
+
+    @Test("The call's path: the bytes a payload lacks are taken from a read, the rest stays with the caller")
+    func appendPayloadTakesOnlyWhatIsMissing() throws {
+        let message = Self.pattern(100_000, seed: 7)
+        let next = Self.pattern(300, seed: 8)
+        let stream = Frame.encode(.message, payload: message) + Frame.encode(.message, payload: next)
+        var decoder = FrameDecoder()
+        // Nothing to assemble yet: nothing taken.
+        #expect(stream.withUnsafeBytes { decoder.appendPayload(UnsafeRawBufferPointer(rebasing: $0[..<10])) } == 0)
+        stream[..<65_536].withUnsafeBytes { decoder.append($0) }
+        #expect(decoder.pending == .none)
+        #expect(decoder.nextKind == .message)
+        let taken = stream[65_536...].withUnsafeBytes { decoder.appendPayload($0) }
+        #expect(taken == Frame.headerSize + message.count - 65_536)
+        #expect(decoder.pending == .message)
+        // Whole: nothing more is taken.
+        #expect(stream[(65_536 + taken)...].withUnsafeBytes { decoder.appendPayload($0) } == 0)
+        let payload = decoder.takePayload()
+        #expect(payload == message)
+        #expect(decoder.isEmpty)
+        let rest = Array(stream[(65_536 + taken)...])
+        let restPending = rest.withUnsafeBytes { FrameDecoder.pending(in: $0, maximumMessageSize: decoder.maximumMessageSize) }
+        #expect(restPending == .message)
+    }
+
+    @Test("Frames split at every point, and at every pair of points, decode the same")
+    func everySplit() throws {
+        let payloads = [Self.pattern(3000, seed: 1), [], Self.pattern(7, seed: 2), Self.pattern(1, seed: 3), Self.pattern(40, seed: 4)]
+        let stream = payloads.flatMap { Frame.encode(.message, payload: $0) } + Frame.encode(.status, payload: CallStatus.ok.encoded)
+        func decode(_ cuts: [Int]) throws {
+            var decoder = FrameDecoder(maximumMessageSize: 3000)
+            var got: [[UInt8]] = []
+            var consumed = 0
+            var start = 0
+            for end in cuts + [stream.count] {
+                stream[start..<end].withUnsafeBytes { decoder.append($0) }
+                start = end
+                #expect(decoder.bufferedBytes == end - consumed)
+                while let frame = try decoder.next() {
+                    got.append(frame.payload)
+                    consumed += Frame.headerSize + frame.payload.count
+                }
+            }
+            try decoder.finish()
+            #expect(Array(got.dropLast()) == payloads, "cuts \(cuts)")
+            #expect(decoder.bufferedBytes == 0)
+        }
+        for cut in 0...stream.count { try decode([cut]) }
+        // Pairs of cuts around the large frame (its prefix, its payload and the next prefix).
+        for first in stride(from: 0, through: 3010, by: 7) {
+            for second in [first, first + 1, first + 4, first + 5, first + 6, 3004, 3005, 3006, 3010] where second >= first && second <= stream.count {
+                try decode([first, second])
+            }
+        }
+        // Byte by byte.
+        try decode(Array(1..<stream.count))
+    }
+
+    @Test("A frame over the maximum still fails at its prefix, however its bytes arrive, and reserves nothing")
+    func tooLargeAtThePrefix() {
+        let maximum = 1000
+        let header: [UInt8] = [0, 0, 0, 0x03, 0xe9]  // 1001 bytes
+        let splits: [[[UInt8]]] = [
+            [header + [1, 2, 3]],
+            [Array(header[..<3]), Array(header[3...]) + [1, 2, 3]],
+            [Array(header[..<5]), [1, 2, 3]],
+            // After a payload assembled across appends, in the same chunk as its end.
+            [[0, 0, 0, 0x03, 0xe8] + [UInt8](repeating: 1, count: 10), [UInt8](repeating: 1, count: 990) + header + [1, 2]],
+        ]
+        for chunks in splits {
+            var decoder = FrameDecoder(maximumMessageSize: maximum)
+            var error: TransportError?
+            var frames = 0
+            for chunk in chunks {
+                decoder.append(chunk)
+                do {
+                    while try decoder.next() != nil { frames += 1 }
+                } catch let thrown {
+                    error = thrown
+                    break
+                }
+            }
+            #expect(error?.code == .resourceExhausted, "chunks \(chunks.map(\.count))")
+            #expect(error?.reason == .frameTooLarge)
+            #expect(frames == (chunks.count == 2 && chunks[0].count == 15 ? 1 : 0))
+            #expect(decoder.bufferedBytes == 0)
+            #expect(throws: TransportError.self) { try decoder.next() }
+        }
+        // An unknown flags byte with payload bytes after it is not assembled either.
+        var decoder = FrameDecoder(maximumMessageSize: maximum)
+        decoder.append([0x02, 0, 0, 0, 10, 1, 2])
+        #expect(decoder.pending == .invalid)
+        #expect(throws: TransportError.self) { try decoder.next() }
+    }
+
+    @Test("End of stream inside an assembled payload is a truncated frame")
+    func truncatedWhileAssembling() throws {
+        var decoder = FrameDecoder()
+        decoder.append([0, 0, 0, 1, 0] + [UInt8](repeating: 5, count: 100))
+        #expect(try decoder.next() == nil)
+        #expect(decoder.bufferedBytes == 105)
+        #expect(throws: TransportError.self) { try decoder.finish() }
+    }
+}
