@@ -79,10 +79,6 @@ public final class Call: @unchecked Sendable {
     /// frames are handed over straight from it, and only what is left when the dispatch
     /// loop stops is copied into the decoder. Borrowed: valid only inside ``didRead(_:)``.
     @exclusivity(unchecked) private var input = UnsafeRawBufferPointer(start: nil, count: 0)
-    /// Whether a whole frame in the decoder comes before ``input``: the read that
-    /// completed a payload being assembled (taking only the bytes it lacked) left the
-    /// rest as ``input``.
-    @exclusivity(unchecked) private var decoderFirst = false
     /// Server, after its status: reading only to see the client's end before closing,
     /// so unread bytes never turn the close into a reset that could lose the status.
     private var draining = false
@@ -269,20 +265,16 @@ public final class Call: @unchecked Sendable {
     fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
         // After the status (draining, or ended) incoming bytes are discarded.
         guard !ended else { return }
-        var bytes = bytes
-        if !decoder.isEmpty || dispatching {
-            // A large frame's payload being assembled takes the bytes it lacks straight
-            // from the read; then the frame is handed over and the rest of the read is
-            // borrowed as usual. Anything else goes through the decoder.
-            let taken = dispatching ? 0 : decoder.appendPayload(bytes)
-            guard taken > 0 else {
-                decoder.append(bytes)
-                deliver()
-                return
-            }
-            bytes = UnsafeRawBufferPointer(rebasing: bytes[taken...])
-            decoderFirst = !bytes.isEmpty
+        guard decoder.isEmpty, !dispatching else {
+            didReadBehindBuffered(bytes)
+            return
         }
+        borrow(bytes)
+    }
+
+    /// Hands over frames straight from `bytes` (nothing is buffered), then keeps the rest.
+    @inline(__always)
+    private func borrow(_ bytes: UnsafeRawBufferPointer) {
         input = bytes
         deliver()
         if !input.isEmpty {
@@ -291,19 +283,42 @@ public final class Call: @unchecked Sendable {
         }
     }
 
+    /// A read that arrives with bytes already in the decoder, or while the dispatch loop
+    /// runs. A large frame's payload being assembled takes the bytes it lacks straight
+    /// from the read (each payload byte is copied once); once it is whole it is handed
+    /// over, and the rest of the read is borrowed as usual, so the next frame's payload
+    /// also goes straight from the read into its own array. Anything else goes through
+    /// the decoder.
+    @inline(never)
+    private func didReadBehindBuffered(_ bytes: UnsafeRawBufferPointer) {
+        let taken = dispatching ? 0 : decoder.appendPayload(bytes)
+        guard taken > 0, taken < bytes.count else {
+            if taken == 0 { decoder.append(bytes) }
+            deliver()
+            return
+        }
+        deliver()
+        guard !ended else { return }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[taken...])
+        if decoder.isEmpty {
+            borrow(rest)
+        } else {
+            // The whole frame waits (nothing asked for it): the rest waits behind it.
+            decoder.append(rest)
+            bufferedSnapshot.store(decoder.bufferedBytes, ordering: .relaxed)
+        }
+    }
+
     /// Moves the unread rest of a borrowed read into the decoder.
     private func stashInput() {
         if !ended { decoder.append(input) }
         input = UnsafeRawBufferPointer(start: nil, count: 0)
-        decoderFirst = false
     }
 
-    /// What waits next: in the borrowed read, else in the decoder (or first in the
-    /// decoder, see ``decoderFirst``).
+    /// What waits next: in the borrowed read, else in the decoder.
     private var pendingFrame: FrameDecoder.Pending {
         @inline(__always) get {
-            input.isEmpty || decoderFirst
-                ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
+            input.isEmpty ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
         }
     }
 
@@ -311,10 +326,6 @@ public final class Call: @unchecked Sendable {
     @inline(__always)
     private func takePayload() -> [UInt8] {
         if input.isEmpty { return decoder.takePayload() }
-        if decoderFirst {
-            decoderFirst = false
-            return decoder.takePayload()
-        }
         let (payload, size) = FrameDecoder.payload(in: input)
         input = UnsafeRawBufferPointer(rebasing: input[size...])
         return payload
@@ -440,7 +451,6 @@ public final class Call: @unchecked Sendable {
         writeReport = nil
         decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
         input = UnsafeRawBufferPointer(start: nil, count: 0)
-        decoderFirst = false
         if closeConnection {
             connection.close()
         } else if role == .server, sentEnd, status.isOK {

@@ -89,9 +89,13 @@ public struct FrameDecoder: Sendable {
     /// the frame then waits ahead of ``buffer``.
     private var payload: [UInt8] = []
     /// The length of the payload being assembled; 0 when none is (a frame only starts
-    /// assembling with payload bytes in and some missing, so its length is at least 2).
+    /// assembling with payload bytes in and some missing, so its length is at least 2);
+    /// -1 after a decoding error, so that ``pending`` tests one field for both.
     private var payloadLength = 0
     private var payloadKind = Frame.Kind.message
+    /// The frame bytes held in ``payload`` (prefix included): kept so that
+    /// ``bufferedBytes``, read on every message, is one load more than the buffer's.
+    private var assembledBytes = 0
     /// The error that killed the stream, boxed: the decoder is copied and checked on
     /// every message, and a bare `TransportError?` (four strings) makes each copy and
     /// each check go through its value witnesses.
@@ -109,9 +113,7 @@ public struct FrameDecoder: Sendable {
 
     /// Bytes received and not yet returned as frames.
     public var bufferedBytes: Int {
-        @inline(__always) get {
-            buffer.count - readIndex + (payloadLength == 0 ? 0 : Frame.headerSize + payload.count)
-        }
+        @inline(__always) get { buffer.count - readIndex + assembledBytes }
     }
 
     /// Whether nothing is buffered (cheaper than `bufferedBytes == 0`).
@@ -145,6 +147,7 @@ public struct FrameDecoder: Sendable {
         guard missing > 0 else { return 0 }
         let count = min(missing, bytes.count)
         payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+        assembledBytes += count
         return count
     }
 
@@ -196,6 +199,7 @@ public struct FrameDecoder: Sendable {
         payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(Frame.headerSize - held)...]))
         payloadLength = frame.length
         payloadKind = frame.kind
+        assembledBytes = Frame.headerSize + payload.count
         if held > 0 { clearBuffer() }
         return true
     }
@@ -217,6 +221,7 @@ public struct FrameDecoder: Sendable {
         }
         payloadLength = frame.length
         payloadKind = frame.kind
+        assembledBytes = Frame.headerSize + payload.count
         clearBuffer()
     }
 
@@ -240,8 +245,8 @@ public struct FrameDecoder: Sendable {
     /// What ``next()`` would return, found from the prefix alone (no copy, no decoding).
     var pending: Pending {
         @inline(__always) get {
-            if failure != nil { return .invalid }
             if payloadLength != 0 {
+                if payloadLength < 0 { return .invalid }  // failed
                 return payload.count < payloadLength ? .none : payloadKind == .message ? .message : .status
             }
             guard buffer.count - readIndex >= Frame.headerSize else { return .none }
@@ -287,6 +292,7 @@ public struct FrameDecoder: Sendable {
             var whole: [UInt8] = []
             swap(&whole, &payload)
             payloadLength = 0
+            assembledBytes = 0
             if readIndex < buffer.count { startPayloadFromBuffer() }
             return whole
         }
@@ -331,7 +337,7 @@ public struct FrameDecoder: Sendable {
     /// The kind of the next frame, once its flags byte has arrived (nil before, and for
     /// an unknown flags byte).
     public var nextKind: Frame.Kind? {
-        if payloadLength != 0 { return payloadKind }
+        if payloadLength > 0 { return payloadKind }
         return readIndex < buffer.count ? Frame.Kind(flags: buffer[readIndex]) : nil
     }
 
@@ -351,7 +357,8 @@ public struct FrameDecoder: Sendable {
         buffer = []
         readIndex = 0
         payload = []
-        payloadLength = 0
+        payloadLength = -1
+        assembledBytes = 0
         throw error
     }
 }
