@@ -1,16 +1,16 @@
 @testable import Switchyard
 import Testing
 
-/// A frame whose payload spans several appends is assembled in one array reserved at the
-/// frame's length (each payload byte copied once), without changing what is decoded or
-/// which errors are raised when.
+/// A frame whose payload spans several appends is assembled in one array (each payload
+/// byte copied once), reserved as bytes arrive and never beyond the frame's length,
+/// without changing what is decoded or which errors are raised when.
 @Suite("Frames: payloads assembled across appends")
 struct FrameAssemblyTests {
     static func pattern(_ count: Int, seed: Int) -> [UInt8] {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ seed &+ $0 >> 8) }
     }
 
-    @Test("A large frame fed in read-sized chunks arrives intact, in one array reserved at its length",
+    @Test("A large frame fed in read-sized chunks arrives intact, in one array never reserved beyond its length",
           arguments: [70_000, 200_000, 1 << 20])
     func largeFrameInChunks(length: Int) throws {
         let message = Self.pattern(length, seed: length)
@@ -30,8 +30,8 @@ struct FrameAssemblyTests {
         #expect(got.first?.kind == .message)
         #expect(got.first?.payload == message)
         #expect(try CallStatus(decoding: got.last!.payload) == .ok)
-        // Reserved once at the frame's length (allocator rounding aside), not grown by
-        // doubling as the chunks came in.
+        // Grown as the chunks came in, up to the frame's length and no further
+        // (allocator rounding aside).
         let capacity = got.first?.payload.capacity ?? 0
         #expect(capacity >= length && capacity < length + 4096, "capacity \(capacity) for a \(length)-byte payload")
         #expect(decoder.bufferedBytes == 0)
@@ -129,6 +129,33 @@ struct FrameAssemblyTests {
         decoder.append([0x02, 0, 0, 0, 10, 1, 2])
         #expect(decoder.pending == .invalid)
         #expect(throws: TransportError.self) { try decoder.next() }
+    }
+
+    /// The announced length alone buys nothing: what is reserved follows the bytes sent.
+    @Test("A prefix announcing 4 MiB followed by one byte reserves one read's worth, not 4 MiB")
+    func reservationFollowsTheBytes() throws {
+        let length = 4 << 20
+        var decoder = FrameDecoder(maximumMessageSize: length)
+        decoder.append([0, UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), 7])
+        #expect(decoder.bufferedBytes == 6)
+        #expect(decoder.assemblyCapacity >= 1)
+        #expect(decoder.assemblyCapacity <= 1 + FrameDecoder.assemblyReserveAhead + 4096, "reserved \(decoder.assemblyCapacity) bytes for 1 byte of a 4 MiB payload")
+        // The rest arrives in 64 KiB reads: the array doubles, and ends at the length.
+        let rest = [UInt8](repeating: 9, count: length - 1)
+        var offset = 0
+        var frame: (kind: Frame.Kind, payload: [UInt8])?
+        while offset < rest.count {
+            let end = min(rest.count, offset + 65_536)
+            rest[offset..<end].withUnsafeBytes { decoder.append($0) }
+            offset = end
+            if offset < rest.count {
+                #expect(decoder.assemblyCapacity <= 2 * (1 + offset) + FrameDecoder.assemblyReserveAhead + 4096)
+            }
+            if let next = try decoder.next() { frame = next }
+        }
+        #expect(frame?.payload.count == length)
+        #expect(frame?.payload.first == 7)
+        #expect(frame.map { $0.payload.capacity < length + 4096 } == true)
     }
 
     @Test("End of stream inside an assembled payload is a truncated frame")

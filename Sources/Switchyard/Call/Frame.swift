@@ -69,8 +69,11 @@ extension TransportError.Reason {
 ///
 /// A frame whose payload does not arrive in one append is assembled in place: once its
 /// prefix has been checked and the first payload bytes are in, the payload array is
-/// made with the frame's length as capacity, and what later appends bring goes straight
-/// into it, so each payload byte is copied once (not into a buffer, then out of it).
+/// made, and what later appends bring goes straight into it, so each payload byte is
+/// copied once (not into a buffer, then out of it). The array is reserved for the bytes
+/// in hand plus ``assemblyReserveAhead`` (never more than the frame's length) and
+/// doubles, up to the length, as more arrive: a prefix announcing 4 MiB followed by one
+/// byte costs 64 KiB, not 4 MiB, so memory follows the bytes a peer actually sent.
 ///
 /// Errors (each ends the stream; the connection must be closed):
 /// - a length over ``maximumMessageSize``: `resourceExhausted`, reason `frame too large`,
@@ -80,6 +83,9 @@ extension TransportError.Reason {
 public struct FrameDecoder: Sendable {
     /// The largest payload accepted.
     public let maximumMessageSize: Int
+    /// How far beyond the bytes in hand a payload being assembled is reserved (one read's
+    /// worth: a 64 KiB message split over two reads is still one allocation).
+    static let assemblyReserveAhead = 64 * 1024
     /// Received bytes not yet returned, from `readIndex`. While a payload is being
     /// assembled and still short, this is empty: every byte goes into ``payload``.
     private var buffer: [UInt8] = []
@@ -146,9 +152,23 @@ public struct FrameDecoder: Sendable {
         let missing = payloadLength - payload.count
         guard missing > 0 else { return 0 }
         let count = min(missing, bytes.count)
+        reservePayload(adding: count)
         payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
         assembledBytes += count
         return count
+    }
+
+    /// The capacity of the payload being assembled (for tests of the reservation).
+    var assemblyCapacity: Int { payload.capacity }
+
+    /// Makes room in ``payload`` for `count` more bytes: at first the bytes in hand plus
+    /// ``assemblyReserveAhead``, then doubling; never beyond ``payloadLength``.
+    @inline(__always)
+    private mutating func reservePayload(adding count: Int) {
+        let needed = payload.count + count
+        guard needed > payload.capacity else { return }
+        let wanted = payload.capacity == 0 ? needed + Self.assemblyReserveAhead : max(needed, payload.capacity * 2)
+        payload.reserveCapacity(min(payloadLength, wanted))
     }
 
     private mutating func appendToBuffer(_ bytes: UnsafeRawBufferPointer) {
@@ -195,10 +215,11 @@ public struct FrameDecoder: Sendable {
             }
         }
         guard let frame else { return false }
-        payload.reserveCapacity(frame.length)
-        payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(Frame.headerSize - held)...]))
         payloadLength = frame.length
         payloadKind = frame.kind
+        let first = UnsafeRawBufferPointer(rebasing: bytes[(Frame.headerSize - held)...])
+        reservePayload(adding: first.count)
+        payload.append(contentsOf: first)
         assembledBytes = Frame.headerSize + payload.count
         if held > 0 { clearBuffer() }
         return true
@@ -214,13 +235,13 @@ public struct FrameDecoder: Sendable {
             partialFrame(available: held) { buffered[start + $0] }
         }
         guard let frame else { return }
-        payload.reserveCapacity(frame.length)
-        do {
-            let tail = buffer[(start + Frame.headerSize)...]
-            payload.append(contentsOf: tail)
-        }
         payloadLength = frame.length
         payloadKind = frame.kind
+        do {
+            let tail = buffer[(start + Frame.headerSize)...]
+            reservePayload(adding: tail.count)
+            payload.append(contentsOf: tail)
+        }
         assembledBytes = Frame.headerSize + payload.count
         clearBuffer()
     }
