@@ -13,7 +13,7 @@
 What it does (see Benchmarks/README.md for the why):
 - Builds, in release: the Benchmarks package's nio-echo-server and the root package's
   echo-server (through the Benchmarks package, which depends on it by path), and with
-  $CC -O2 (the `run` wrapper picks gcc, cc or clang) the C servers and the load generator
+  $BENCH_CC -O2 (the `run` wrapper picks CC, else gcc, cc or clang) the C servers and the load generator
   (into Benchmarks/.build/c/).
 - Servers under test (SERVERS, default all): c-epoll, c-libuv, nio, bsd-raw, libuv-raw,
   bsd-framed-off, bsd-framed-on, libuv-framed-off, libuv-framed-on. One event loop
@@ -62,7 +62,7 @@ BURST_ROUNDS = int(os.environ.get("BURST_ROUNDS", "5"))
 IDLE_CONNS = int(os.environ.get("IDLE_CONNS", "10000"))
 OUT_NAME = os.environ.get("OUT_NAME", "echo")
 FLOOR = "swift-floor"
-CC = os.environ.get("CC", "gcc")
+CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
 
 
 def log(*parts):
