@@ -38,7 +38,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     private static let wakeToken: UInt64 = .max
 
     private struct TaskQueue {
-        var items: [() -> Void] = []
+        var items: [@Sendable () -> Void] = []
         var wakePending = false
         var stopped = false
     }
@@ -67,6 +67,9 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     /// The array `runDeferred` runs from, swapped with `deferred`, so that neither is
     /// copied or reallocated turn after turn.
     private var deferredRunning: [Deferred] = []
+    /// The spare array `runTasks` trades with the cross-thread queue's (under its lock), so
+    /// taking a batch neither copies nor allocates.
+    private var taskBatch: [@Sendable () -> Void] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     package let readBuffer: UnsafeMutableRawBufferPointer
@@ -290,17 +293,18 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     private func runTasks() {
         if !tasksQueued.load(ordering: .acquiring) { return }
         tasksQueued.store(false, ordering: .relaxed)
-        let batch = tasks.withLock { queue -> [() -> Void] in
+        var batch: [@Sendable () -> Void] = []
+        swap(&batch, &taskBatch)
+        tasks.withLock { queue in
             queue.wakePending = false
-            if queue.items.isEmpty { return [] }
-            let items = queue.items
-            queue.items.removeAll(keepingCapacity: true)
-            return items
+            swap(&queue.items, &batch)
         }
-        for work in batch {
-            work()
+        for index in batch.indices {
+            batch[index]()
             runDeferred()
         }
+        batch.removeAll(keepingCapacity: true)
+        swap(&batch, &taskBatch)
     }
 
     @inline(__always)

@@ -28,7 +28,7 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     private let async: UnsafeMutablePointer<uv_async_t>
 
     private struct TaskQueue {
-        var items: [() -> Void] = []
+        var items: [@Sendable () -> Void] = []
         var wakePending = false
         var stopped = false
     }
@@ -45,6 +45,9 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     /// The array `drainDeferred` runs from, swapped with `deferred`, so that neither is
     /// copied or reallocated callback after callback.
     private var deferredRunning: [() -> Void] = []
+    /// The spare array `runTasks` trades with the cross-thread queue's (under its lock), so
+    /// taking a batch neither copies nor allocates.
+    private var taskBatch: [@Sendable () -> Void] = []
     private var draining = false
 
     /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
@@ -184,17 +187,18 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     }
 
     private func runTasks() {
-        let batch = tasks.withLock { queue -> [() -> Void] in
+        var batch: [@Sendable () -> Void] = []
+        swap(&batch, &taskBatch)
+        tasks.withLock { queue in
             queue.wakePending = false
-            if queue.items.isEmpty { return [] }
-            let items = queue.items
-            queue.items.removeAll(keepingCapacity: true)
-            return items
+            swap(&queue.items, &batch)
         }
-        for work in batch {
-            work()
+        for index in batch.indices {
+            batch[index]()
             drainDeferred()
         }
+        batch.removeAll(keepingCapacity: true)
+        swap(&batch, &taskBatch)
         localWakePending = false
         if !localTasks.isEmpty {
             // Work queued by these tasks on the loop runs on the next wake-up, so a task
