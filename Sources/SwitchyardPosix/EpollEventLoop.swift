@@ -307,9 +307,9 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         swap(&batch, &taskBatch)
     }
 
-    @inline(__always)
     /// Runs the deferred work, including work deferred while it runs. Called only from
     /// the loop's own turn, never from inside deferred work.
+    @inline(__always)
     private func runDeferred() {
         while !deferred.isEmpty {
             swap(&deferred, &deferredRunning)

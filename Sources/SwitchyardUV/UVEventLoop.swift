@@ -39,6 +39,8 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     private var joined = false
 
     private var localTasks: [() -> Void] = []
+    /// The array `runTasks` runs the loop's own tasks from, swapped with `localTasks`.
+    private var localRunning: [() -> Void] = []
     private var localWakePending = false
     private var localStopped = false
     private var deferred: [() -> Void] = []
@@ -203,12 +205,12 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
         if !localTasks.isEmpty {
             // Work queued by these tasks on the loop runs on the next wake-up, so a task
             // that requeues itself cannot starve I/O.
-            let local = localTasks
-            localTasks.removeAll(keepingCapacity: true)
-            for work in local {
-                work()
+            swap(&localTasks, &localRunning)
+            for index in localRunning.indices {
+                localRunning[index]()
                 drainDeferred()
             }
+            localRunning.removeAll(keepingCapacity: true)
         }
     }
 
