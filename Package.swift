@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Switchyard", targets: ["Switchyard"]),
+        .library(name: "SwitchyardBackendKit", targets: ["SwitchyardBackendKit"]),
         .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
         .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
         .library(name: "SwitchyardUV", targets: ["SwitchyardUV"]),
@@ -37,10 +38,12 @@ let package = Package(
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
         .target(name: "CSwitchyardPosix"),
-        // Internal: what the POSIX backends share (syscall helper, errno table, epoll loops,
-        // resolver). Not a product: backends depend on it, users do not.
+        // The backend toolkit: what every backend's connections, listeners and transports
+        // share (the connection contract as a state machine, loop queues, the resource
+        // registry and shutdown, stall settings, name resolution, socket addresses). A
+        // product: backends written outside this package build on it too.
         .target(
-            name: "SwitchyardPosix",
+            name: "SwitchyardBackendKit",
             dependencies: [
                 "Switchyard", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -51,7 +54,7 @@ let package = Package(
         .target(
             name: "SwitchyardBSD",
             dependencies: [
-                "Switchyard", "SwitchyardPosix", "CSwitchyardPosix",
+                "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
@@ -59,7 +62,7 @@ let package = Package(
         .target(
             name: "SwitchyardMemory",
             dependencies: [
-                "Switchyard", "SwitchyardPosix",
+                "Switchyard", "SwitchyardBackendKit",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
@@ -87,7 +90,7 @@ let package = Package(
         // The Linux connectivity monitor: rtnetlink links, addresses and routes.
         .target(
             name: "SwitchyardNetlink",
-            dependencies: ["Switchyard", "SwitchyardPosix", "CSwitchyardPosix"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix"],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
@@ -130,12 +133,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardBSDTests",
-            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardPosix"],
+            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardBackendKit"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardUVTests",
-            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardPosix"],
+            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardBackendKit"],
             swiftSettings: strict
         ),
         .testTarget(

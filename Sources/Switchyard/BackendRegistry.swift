@@ -10,16 +10,25 @@ public struct TransportBackend: Sendable {
     /// with each other (a client on one, a server on another); an in-memory backend
     /// pairs only with itself.
     public var usesSockets: Bool
+    /// The network the backend's connections travel on: backends of one network reach
+    /// each other (a client of one, a server of another), backends of different networks
+    /// never do. `"tcp"` for the TCP socket backends; the in-memory backend's network is
+    /// its own process-wide table (`"memory"`); a backend over another kind of socket
+    /// (Unix-domain, say) names its own.
+    public var network: String
     /// Makes a transport; may throw a ``TransportError``.
     public var make: @Sendable (TransportConfiguration) throws -> any Transport
 
+    /// A backend on `network`; by default `"tcp"` for a backend with sockets, else a
+    /// network of its own named after it.
     public init(
-        name: String, summary: String, usesSockets: Bool,
+        name: String, summary: String, usesSockets: Bool, network: String? = nil,
         make: @escaping @Sendable (TransportConfiguration) throws -> any Transport
     ) {
         self.name = name
         self.summary = summary
         self.usesSockets = usesSockets
+        self.network = network ?? (usesSockets ? "tcp" : name)
         self.make = make
     }
 }

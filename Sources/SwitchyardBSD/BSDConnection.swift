@@ -1,7 +1,7 @@
 import DequeModule
 import Glibc
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// A TCP connection on an epoll loop. See ``Connection`` for the contract.

@@ -1,6 +1,6 @@
 import Glibc
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// One nonblocking connect attempt to one address, on one loop.

@@ -1,6 +1,6 @@
 import Glibc
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// A listening TCP socket on one loop; accepted connections are spread over every loop

@@ -1,5 +1,5 @@
 public import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import CSwitchyardPosix
 import Synchronization
 

@@ -1,5 +1,5 @@
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// Something a transport must end when it shuts down: a connection or a pending connect.

@@ -1,4 +1,4 @@
-import SwitchyardPosix
+import SwitchyardBackendKit
 
 /// The one owner of a socket descriptor.
 ///

@@ -1,4 +1,4 @@
-package import SwitchyardPosix
+package import SwitchyardBackendKit
 
 /// The decision of the BSD backend's stall monitor for one connection: a pure state
 /// machine, fed TCP_INFO snapshots and the time, that says when bytes in flight stopped

@@ -1,5 +1,5 @@
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 
 /// The BSD backend's stall-detection workaround (DESIGN.md, behaviour 3), for one event
 /// loop: with a stall timeout (``TransportConfiguration/stallTimeout``), it ends a

@@ -133,16 +133,18 @@ public enum ConformanceKit {
         scenarios.first { $0.name == name }
     }
 
-    /// The pairs to run: every (client, server) of backends with sockets, and (b, b) for
-    /// each backend without sockets.
+    /// The pairs to run: every (client, server) of backends on the same network
+    /// (``TransportBackend/network``), mixed pairs included, in the order the backends
+    /// are given.
     public static func pairs(of backends: [TransportBackend]) -> [ConformancePair] {
-        let sockets = backends.filter(\.usesSockets)
         var pairs: [ConformancePair] = []
-        for client in sockets {
-            for server in sockets { pairs.append(ConformancePair(client: client, server: server)) }
-        }
-        for backend in backends where !backend.usesSockets {
-            pairs.append(ConformancePair(client: backend, server: backend))
+        var networks: [String] = []
+        for backend in backends where !networks.contains(backend.network) { networks.append(backend.network) }
+        for network in networks {
+            let members = backends.filter { $0.network == network }
+            for client in members {
+                for server in members { pairs.append(ConformancePair(client: client, server: server)) }
+            }
         }
         return pairs
     }

@@ -1,6 +1,6 @@
 import DequeModule
 public import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// One end of an in-memory connection.

@@ -1,5 +1,5 @@
 public import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 
 /// The in-memory backend: connections are pairs of in-process endpoints, no sockets.
 ///

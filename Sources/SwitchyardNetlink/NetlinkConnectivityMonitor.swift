@@ -1,6 +1,6 @@
 import Glibc
 public import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// The Linux connectivity monitor: it follows rtnetlink (links, IPv4 and IPv6 addresses

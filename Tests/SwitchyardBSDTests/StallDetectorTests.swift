@@ -1,7 +1,7 @@
 import Glibc
 import Switchyard
 @testable import SwitchyardBSD
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Testing
 
 /// The stall detector's decisions, without sockets: TCP_INFO snapshots and instants are

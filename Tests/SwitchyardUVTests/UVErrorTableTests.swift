@@ -1,7 +1,7 @@
 import CLibUV
 import Glibc
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 @testable import SwitchyardUV
 import Testing
 

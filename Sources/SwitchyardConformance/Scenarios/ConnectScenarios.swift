@@ -62,7 +62,7 @@ extension ConformanceScenario {
 
         // A wildcard listener: an accepted connection names the address it was reached
         // on, not the listener's 0.0.0.0.
-        if context.serverTransportBackend?.usesSockets ?? false {
+        if context.serverTransportBackend?.network == "tcp" {
             let wildcard = try await context.listen(host: "0.0.0.0")
             defer { wildcard.close() }
             let port = wildcard.localAddress.port

@@ -137,8 +137,8 @@ extension ConformanceContext {
             log("skipped: the runner did not say which backends to make transports of")
             return
         }
-        guard clientBackend.usesSockets && serverBackend.usesSockets else {
-            log("skipped: \(pair) has no sockets to put in network namespaces")
+        guard clientBackend.network == "tcp" && serverBackend.network == "tcp" else {
+            log("skipped: \(pair) has no TCP sockets to put in network namespaces")
             return
         }
         if let reason = FaultNetwork.unavailableReason {

@@ -1,5 +1,5 @@
 import Switchyard
-import SwitchyardPosix
+import SwitchyardBackendKit
 import Synchronization
 
 /// The state a ``MemoryTransport`` shares with its listeners and connections: its loops,

@@ -1,11 +1,11 @@
 // Every system call of the netlink monitor lives in this file, and each goes through the
-// shared `syscall` helper of SwitchyardPosix (EINTR retried, would-block as a value,
-// errno read at once). Calls SwitchyardPosix already wraps (`socket`, `setsockopt`,
+// shared `syscall` helper of SwitchyardBackendKit (EINTR retried, would-block as a value,
+// errno read at once). Calls SwitchyardBackendKit already wraps (`socket`, `setsockopt`,
 // `send`, `close`, eventfd) are used from `Posix`; the rest are here.
 
 import CSwitchyardPosix
 import Glibc
-import SwitchyardPosix
+import SwitchyardBackendKit
 
 enum NetlinkSystem {
     // MARK: netlink sockets
