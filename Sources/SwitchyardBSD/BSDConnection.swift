@@ -1,18 +1,18 @@
-import DequeModule
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
-import Synchronization
 
-/// A TCP connection on an epoll loop. See ``Connection`` for the contract.
+/// A TCP connection on an epoll loop. See ``Connection`` for the contract, which
+/// ``ConnectionStateMachine`` keeps; this type does the system calls.
 ///
 /// Reads go into the loop's shared buffer and are handed to the handler borrowed, so a
 /// read allocates nothing. A write is sent at once when nothing is queued; only the part
 /// the kernel did not take is queued, and queued writes are gathered into one `sendmsg`.
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop`
-/// (public methods hop there first); `queuedBytesSnapshot` is atomic.
-final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Sendable {
+/// (public methods hop there first); the state machine's ``ConnectionRecord`` is what
+/// other threads read.
+final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
     private let localSocketAddress: SocketAddress
     private let remoteSocketAddress: SocketAddress
@@ -22,15 +22,14 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     var backendName: String { "bsd" }
     var eventLoop: any EventLoop { loop }
 
-    private let registry: ResourceRegistry
+    private let lifecycle: TransportLifecycle<EpollEventLoop>
     private var socket: Socket?
     private let fd: CInt
-    private var handler: (any ConnectionHandler)?
+    /// Loop-confined and touched on every write: no runtime exclusivity check.
+    @exclusivity(unchecked) private var state = ConnectionStateMachine()
+    /// Completions collected by a flush, run after the state settled (reused).
+    private var completed: [WriteCompletion] = []
 
-    private enum Lifecycle { case open, closed(TransportError) }
-    private var lifecycle = Lifecycle.open
-    private var wantsRead = false
-    private var readEnded = false
     /// Not in the loop's epoll set: after a hang-up while nobody reads (so level-triggered
     /// HUP does not spin the loop), once the read side ended with nothing left to write
     /// (nothing more to watch for; closing then needs no EPOLL_CTL_DEL), and for an
@@ -40,19 +39,6 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private var parked = false
     private var registeredEvents: UInt32 = 0
 
-    private struct PendingWrite {
-        var bytes: [UInt8]
-        var offset: Int
-        var completion: WriteCompletion?
-    }
-    /// Loop-confined and touched on every write: no runtime exclusivity check.
-    @exclusivity(unchecked) private var writeQueue = Deque<PendingWrite>()
-    private var queuedBytes = 0
-    private let queuedBytesSnapshot = Atomic<Int>(0)
-
-    private enum Output { case open, shutdownPending(WriteCompletion?), shutdown }
-    private var output = Output.open
-
     /// With a stall timeout: the loop's monitor and this connection's detector (see
     /// ``StallMonitor``). `wroteSinceSweep` is all the write path does for it.
     private let stallMonitor: StallMonitor?
@@ -60,15 +46,15 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private var wroteSinceSweep = false
 
     init(
-        socket: consuming Socket, loop: EpollEventLoop, local: SocketAddress, remote: SocketAddress, registry: ResourceRegistry,
-        stall: StallMonitors?
+        socket: consuming Socket, loop: EpollEventLoop, local: SocketAddress, remote: SocketAddress,
+        lifecycle: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) {
         self.fd = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
         self.localSocketAddress = local
         self.remoteSocketAddress = remote
-        self.registry = registry
+        self.lifecycle = lifecycle
         self.stallMonitor = stall?.monitor(for: loop)
         self.stallDetector = stall.map { StallDetector(timeout: $0.settings.timeout) }
     }
@@ -83,9 +69,9 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     /// EPOLL_CTL_ADD, rather than an ADD for nothing and a MOD for input.
     func activate(registeringAtOnce: Bool = true) throws(TransportError) {
         loop.assertInLoop()
-        guard registry.insert(self) else {
-            closeDescriptor()
-            lifecycle = .closed(.transportShutdown())
+        guard lifecycle.insert(self) else {
+            socket.take()?.close()
+            _ = state.end(with: .transportShutdown())
             throw TransportError.transportShutdown()
         }
         if registeringAtOnce {
@@ -107,7 +93,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     /// or writes. Call on the loop.
     func finishActivation() {
         loop.assertInLoop()
-        guard case .open = lifecycle, parked, !readEnded else { return }
+        guard state.isOpen, parked, !state.readEnded else { return }
         unpark(events: 0)
     }
 
@@ -121,66 +107,40 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
     }
 
-    /// Runs `work` on the loop. If the loop has stopped, the transport shut down and
-    /// ended this connection before it stopped its loops (its state is final and no
-    /// longer touched by the loop), so `ifStopped` runs here instead: nothing is lost.
-    private func hop(_ work: @escaping @Sendable () -> Void, ifStopped: () -> Void = {}) {
-        if !loop.submit(work) { ifStopped() }
-    }
-
     /// Closes the descriptor of a connection that never reached its loop (the loop had
     /// stopped): nothing else can touch it.
     func abandon() {
         socket.take()?.close()
-        lifecycle = .closed(.transportShutdown())
+        _ = state.end(with: .transportShutdown())
     }
 
     // MARK: Connection
 
     func setHandler(_ handler: any ConnectionHandler) {
-        guard loop.inEventLoop else {
-            hop({ self.setHandler(handler) }, ifStopped: {
-                let error: TransportError? = self.terminalError == .closedLocally() ? nil : self.terminalError
-                handler.connectionDidClose(error: error)
-            })
-            return
-        }
-        if case .closed(let failure) = lifecycle {
-            // It ended before anyone listened: tell the new handler, once.
-            let error: TransportError? = failure == .closedLocally() ? nil : failure
+        loop.onLoop({ self.setHandlerOnLoop(handler) }, ifStopped: { self.state.record.reportEndToLateHandler(handler) })
+    }
+
+    private func setHandlerOnLoop(_ handler: any ConnectionHandler) {
+        if case .reportEnd(let handler, let error) = state.setHandler(handler) {
             loop.deferToEndOfTurn { handler.connectionDidClose(error: error) }
-            return
         }
-        self.handler = handler
     }
 
     func startReading() {
-        guard loop.inEventLoop else {
-            hop { self.startReading() }
-            return
-        }
-        guard case .open = lifecycle, !wantsRead else { return }
-        wantsRead = true
-        updateInterest()
+        loop.onLoop { if self.state.startReading() { self.updateInterest() } }
     }
 
     func stopReading() {
-        guard loop.inEventLoop else {
-            hop { self.stopReading() }
-            return
-        }
-        guard case .open = lifecycle, wantsRead else { return }
-        wantsRead = false
-        updateInterest()
+        loop.onLoop { if self.state.stopReading() { self.updateInterest() } }
     }
 
     var pendingWriteBytes: Int {
-        loop.inEventLoop ? queuedBytes : queuedBytesSnapshot.load(ordering: .relaxed)
+        loop.inEventLoop ? state.pendingWriteBytes : state.record.pendingBytes
     }
 
     func write(_ bytes: [UInt8], completion: WriteCompletion?) {
         guard loop.inEventLoop else {
-            hop({ self.write(bytes, completion: completion) }, ifStopped: { completion?(self.terminalError) })
+            hop({ self.write(bytes, completion: completion) }, completion)
             return
         }
         bytes.withUnsafeBytes { _ = writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: false) }
@@ -201,45 +161,52 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             write(joined, completion: completion)
             return false
         }
-        if let refusal = writeRefusal() {
+        if let refusal = state.writeRefusal {
             if let completion { loop.deferCompletion(completion, refusal) }
             return false
         }
         wroteSinceSweep = true
         var written = 0
-        if writeQueue.isEmpty {
+        if state.writes.isEmpty {
             // One gathered send; the iovecs point into `header` and `payload`, both alive
             // for the call.
             let sent: Int? = payload.withUnsafeBytes { body in
                 let vectors = loop.writeVectors
                 vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
                 vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
-                return sendGatheredNow(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
+                return send(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
             }
             guard let sent else {
-                if let completion { loop.deferCompletion(completion, self.terminalError) }
+                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
                 return false
             }
             if sent == header.count + payload.count { return true }
             written = sent
         }
         if written < header.count {
-            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: header[written...])), offset: 0, completion: nil))
+            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: header[written...])), completion: nil)
             written = 0
         } else {
             written -= header.count
         }
-        enqueue(PendingWrite(bytes: payload, offset: written, completion: completion))
+        state.enqueue(payload, offset: written, completion: completion)
+        updateInterest()
         return false
     }
 
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
         guard loop.inEventLoop else {
             let copy = Array(bytes)
-            hop({ self.write(copy, completion: completion) }, ifStopped: { completion?(self.terminalError) })
+            hop({ self.write(copy, completion: completion) }, completion)
             return
         }
         _ = writeOnLoop(bytes, owned: nil, completion: completion, reportingSentNow: false)
+    }
+
+    /// Hops a write to the loop; if the loop has stopped, the transport ended this
+    /// connection first, and the completion runs here with that end.
+    private func hop(_ work: @escaping @Sendable () -> Void, _ completion: WriteCompletion?) {
+        if !loop.submit(work) { state.record.completeLateWrite(completion) }
     }
 
     /// Every write path, on the loop: send at once when nothing is queued; queue the
@@ -249,15 +216,15 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private func writeOnLoop(
         _ bytes: UnsafeRawBufferPointer, owned: [UInt8]?, completion: WriteCompletion?, reportingSentNow: Bool
     ) -> Bool {
-        if let refusal = writeRefusal() {
+        if let refusal = state.writeRefusal {
             if let completion { loop.deferCompletion(completion, refusal) }
             return false
         }
         wroteSinceSweep = true
         var written = 0
-        if writeQueue.isEmpty {
-            guard let sent = sendNow(bytes) else {
-                if let completion { loop.deferCompletion(completion, self.terminalError) }
+        if state.writes.isEmpty {
+            guard let sent = send(bytes) else {
+                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
                 return false
             }
             if sent == bytes.count {
@@ -268,62 +235,55 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
             written = sent
         }
         if let owned {
-            enqueue(PendingWrite(bytes: owned, offset: written, completion: completion))
+            state.enqueue(owned, offset: written, completion: completion)
         } else {
-            enqueue(PendingWrite(bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), offset: 0, completion: completion))
+            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), completion: completion)
         }
+        updateInterest()
         return false
     }
 
     func shutdownOutput(completion: WriteCompletion?) {
         guard loop.inEventLoop else {
-            hop({ self.shutdownOutput(completion: completion) }, ifStopped: { completion?(self.terminalError) })
+            hop({ self.shutdownOutput(completion: completion) }, completion)
             return
         }
-        if let refusal = writeRefusal() {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return
-        }
-        wroteSinceSweep = true
-        if writeQueue.isEmpty {
-            output = .shutdown
+        switch state.shutdownOutput(completion) {
+        case .refuse(let error):
+            if let completion { loop.deferCompletion(completion, error) }
+        case .shutDownNow:
+            wroteSinceSweep = true
             let failure = shutdownWriteSide()
-            if let completion { loop.deferCompletion(completion, failure) }
-        } else {
-            output = .shutdownPending(completion)
+            if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
+                loop.deferCompletion(completion, failure)
+            }
+        case .afterPendingWrites:
+            wroteSinceSweep = true
         }
     }
 
     func close() {
-        guard loop.inEventLoop else {
-            hop { self.close() }
-            return
-        }
-        guard case .open = lifecycle else { return }
-        terminate(nil, deferCallbacks: true)
+        loop.onLoop { self.terminate(nil, deferCallbacks: true) }
     }
 
     func reset() {
-        guard loop.inEventLoop else {
-            hop { self.reset() }
-            return
+        loop.onLoop {
+            guard self.state.isOpen else { return }
+            try? Posix.setLingerZero(self.fd)
+            self.terminate(nil, deferCallbacks: true)
         }
-        guard case .open = lifecycle else { return }
-        try? Posix.setLingerZero(fd)
-        terminate(nil, deferCallbacks: true)
     }
 
-    // MARK: LoopResource
+    // MARK: TransportResource
 
     func terminate(with error: TransportError) {
-        guard case .open = lifecycle else { return }
         terminate(error, deferCallbacks: false)
     }
 
     // MARK: events
 
     func handleEvents(_ events: UInt32) {
-        guard case .open = lifecycle else { return }
+        guard state.isOpen else { return }
         if events & Posix.Events.error != 0 {
             let code = (try? Posix.socketError(fd)) ?? 0
             if code != 0 {
@@ -333,12 +293,12 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
         if events & Posix.Events.output != 0 {
             flush()
-            guard case .open = lifecycle else { return }
+            guard state.isOpen else { return }
         }
         if events & (Posix.Events.input | Posix.Events.hangup) != 0 {
-            if wantsRead && !readEnded {
+            if state.shouldRead {
                 readAvailable()
-            } else if events & Posix.Events.hangup != 0 && writeQueue.isEmpty {
+            } else if events & Posix.Events.hangup != 0 && state.writes.isEmpty {
                 park()
             }
         }
@@ -347,19 +307,19 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     private func readAvailable() {
         let buffer = loop.readBuffer
         var rounds = 0
-        while wantsRead, !readEnded, case .open = lifecycle, rounds < 16 {
+        while state.shouldRead, rounds < 16 {
             rounds += 1
             do {
                 switch try Posix.receive(fd, into: buffer) {
                 case .wouldBlock:
                     return
                 case .done(0):
-                    readEnded = true
+                    let handler = state.readDidEnd()
                     updateInterest()
                     handler?.connectionDidReadEnd()
                     return
                 case .done(let count):
-                    handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                    state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                     if count < buffer.count { return }
                 }
             } catch {
@@ -374,13 +334,13 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     /// Feeds the stall detector, if the connection may hold data (called by the loop's
     /// ``StallMonitor``, on the loop). Returns how long it waited if it is stalled.
     func checkProgress(at now: ContinuousClock.Instant) -> Duration? {
-        guard case .open = lifecycle, var detector = stallDetector,
+        guard state.isOpen, var detector = stallDetector,
               detector.needsObservation(wroteSinceLastObservation: wroteSinceSweep)
         else { return nil }
         wroteSinceSweep = false
         // A socket that cannot say (it broke underneath) is left to its next I/O.
         guard let info = try? Posix.tcpInfo(fd) else { return nil }
-        let action = detector.observe(info, queuedBytes: queuedBytes, at: now)
+        let action = detector.observe(info, queuedBytes: state.pendingWriteBytes, at: now)
         stallDetector = detector
         guard case .stall(let waited) = action else { return nil }
         return waited
@@ -389,7 +349,7 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     /// Ends a stalled connection: aborted (linger 0, so the kernel drops its state at
     /// once), with `unavailable`/`stalled`.
     func endStalled(waited: Duration, timeout: Duration) {
-        guard case .open = lifecycle else { return }
+        guard state.isOpen else { return }
         try? Posix.setLingerZero(fd)
         terminate(TransportError(
             code: .unavailable, reason: .stalled,
@@ -399,20 +359,10 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
 
     // MARK: writing
 
-    /// Why a write cannot start, or nil.
-    private func writeRefusal() -> TransportError? {
-        if case .closed(let error) = lifecycle { return error }
-        if case .open = output { return nil }
-        return .outputShutdown()
-    }
-
-    private var terminalError: TransportError {
-        if case .closed(let error) = lifecycle { return error }
-        return .closedLocally()
-    }
-
-    /// ``sendNow(_:)`` for `count` iovecs holding `total` bytes.
-    private func sendGatheredNow(_ vectors: UnsafeMutablePointer<iovec>, count: Int, total: Int) -> Int? {
+    /// Sends `count` iovecs holding `total` bytes at once; the count the kernel took, or
+    /// nil after a failure that ended the connection (its callbacks deferred, since a
+    /// user call is on the stack).
+    private func send(_ vectors: UnsafeMutablePointer<iovec>, count: Int, total: Int) -> Int? {
         if total == 0 { return 0 }
         do {
             switch try Posix.sendGathered(fd, vectors, count: count) {
@@ -425,9 +375,8 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
     }
 
-    /// Sends at once; the count the kernel took, or nil after a failure that ended the
-    /// connection (its callbacks deferred, since a user call is on the stack).
-    private func sendNow(_ bytes: UnsafeRawBufferPointer) -> Int? {
+    /// ``send(_:count:total:)`` for one buffer.
+    private func send(_ bytes: UnsafeRawBufferPointer) -> Int? {
         if bytes.isEmpty { return 0 }
         do {
             switch try Posix.send(fd, bytes) {
@@ -440,24 +389,17 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
     }
 
-    private func enqueue(_ write: PendingWrite) {
-        writeQueue.append(write)
-        queuedBytes += write.bytes.count - write.offset
-        queuedBytesSnapshot.store(queuedBytes, ordering: .relaxed)
-        updateInterest()
-    }
-
     /// Sends queued writes, gathered, until the kernel stops taking them.
     private func flush() {
-        var completed: [WriteCompletion] = []
-        while !writeQueue.isEmpty {
+        var shutdownDue = false
+        while !state.writes.isEmpty {
             let vectors = loop.writeVectors
             var count = 0
             var offered = 0
             // The pointers stay valid: each array is held by the queue, unmutated, until
             // after the send below.
-            for write in writeQueue.prefix(EpollEventLoop.writeVectorCount) {
-                let remaining = write.bytes.count - write.offset
+            for write in state.writes.entries.prefix(EpollEventLoop.writeVectorCount) {
+                let remaining = write.remaining
                 if remaining == 0 { continue }
                 let base = write.bytes.withUnsafeBytes { $0.baseAddress! } + write.offset
                 vectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: remaining)
@@ -472,41 +414,32 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
                     case .done(let n): sent = n
                     }
                 } catch {
+                    let done = completed
+                    completed.removeAll(keepingCapacity: true)
                     terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
-                    for completion in completed { completion(nil) }
+                    for completion in done { completion(nil) }
                     return
                 }
             }
             if sent < 0 { break }
-            queuedBytes -= sent
-            var left = sent
-            while let first = writeQueue.first {
-                let remaining = first.bytes.count - first.offset
-                if remaining <= left {
-                    left -= remaining
-                    let done = writeQueue.removeFirst()
-                    if let completion = done.completion { completed.append(completion) }
-                } else {
-                    writeQueue[writeQueue.startIndex].offset += left
-                    left = 0
-                    break
-                }
-            }
+            shutdownDue = state.writesTaken(sent, completed: &completed) || shutdownDue
             if sent < offered { break }
         }
-        queuedBytesSnapshot.store(queuedBytes, ordering: .relaxed)
-        let drained = writeQueue.isEmpty
-        var shutdownCompletion: WriteCompletion?? = nil
+        let drained = state.writes.isEmpty
         var shutdownFailure: TransportError?
-        if drained, case .shutdownPending(let completion) = output {
-            output = .shutdown
+        var shutdownCompletion: WriteCompletion?? = nil
+        if shutdownDue {
             shutdownFailure = shutdownWriteSide()
-            shutdownCompletion = .some(completion)
+            shutdownCompletion = state.finishOutputShutdown(error: shutdownFailure)
         }
         updateInterest()
-        for completion in completed { completion(nil) }
+        if !completed.isEmpty {
+            let done = completed
+            completed.removeAll(keepingCapacity: true)
+            for completion in done { completion(nil) }
+        }
         if case .some(.some(let completion)) = shutdownCompletion { completion(shutdownFailure) }
-        if drained, case .open = lifecycle { handler?.connectionDidDrainWrites() }
+        if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
     }
 
     private func shutdownWriteSide() -> TransportError? {
@@ -521,17 +454,17 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
     // MARK: interest, parking, ending
 
     private func updateInterest() {
-        guard case .open = lifecycle else { return }
+        guard state.isOpen else { return }
         var events: UInt32 = 0
-        if wantsRead && !readEnded { events |= Posix.Events.input }
-        if !writeQueue.isEmpty { events |= Posix.Events.output }
+        if state.shouldRead { events |= Posix.Events.input }
+        if !state.writes.isEmpty { events |= Posix.Events.output }
         if parked {
             guard events != 0 else { return }
             unpark(events: events)
             return
         }
         guard events != registeredEvents else { return }
-        if events == 0 && readEnded {
+        if events == 0 && state.readEnded {
             park()
             return
         }
@@ -560,33 +493,14 @@ final class BSDConnection: Connection, Selectable, LoopResource, @unchecked Send
         }
     }
 
-    private func closeDescriptor() {
+    /// Ends the connection once (`error` nil for a local close): the descriptor closes
+    /// now, then the state machine's ending reports, at once or at the end of the turn.
+    private func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+        guard let ending = state.end(with: error) else { return }
         if !parked { loop.deregister(fd) }
         socket.take()?.close()
-    }
-
-    /// Ends the connection once: `error` nil for a local close. Pending writes complete
-    /// with the error (or `cancelled`/`closed`), then the handler hears of the close.
-    private func terminate(_ error: TransportError?, deferCallbacks: Bool) {
-        guard case .open = lifecycle else { return }
-        let failure = error ?? .closedLocally()
-        lifecycle = .closed(failure)
-        closeDescriptor()
-        registry.remove(self)
+        lifecycle.remove(self)
         stallMonitor?.remove(self)
-        let writes = writeQueue
-        writeQueue.removeAll()
-        queuedBytes = 0
-        queuedBytesSnapshot.store(0, ordering: .relaxed)
-        var shutdownCompletion: WriteCompletion?
-        if case .shutdownPending(let completion) = output { shutdownCompletion = completion }
-        let handler = self.handler
-        self.handler = nil
-        let callbacks = {
-            for write in writes { write.completion?(failure) }
-            shutdownCompletion?(failure)
-            handler?.connectionDidClose(error: error)
-        }
-        if deferCallbacks { loop.deferToEndOfTurn(callbacks) } else { callbacks() }
+        if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }
 }

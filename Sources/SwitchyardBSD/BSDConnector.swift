@@ -12,11 +12,11 @@ import Synchronization
 ///
 /// Safety of `@unchecked Sendable`: all state but `cancelRequested` is touched only on
 /// `loop`.
-final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
+final class BSDConnector: Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
     private let address: SocketAddress
     private let timeout: Duration
-    private let registry: ResourceRegistry
+    private let registry: TransportLifecycle<EpollEventLoop>
     private let stall: StallMonitors?
     private var continuation: CheckedContinuation<BSDConnection, any Error>?
     private var socket: Socket?
@@ -24,7 +24,7 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
     private var timer: LoopTimer?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: EpollEventLoop, address: SocketAddress, timeout: Duration, registry: ResourceRegistry, stall: StallMonitors?) {
+    init(loop: EpollEventLoop, address: SocketAddress, timeout: Duration, registry: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?) {
         self.loop = loop
         self.address = address
         self.timeout = timeout
@@ -119,7 +119,7 @@ final class BSDConnector: Selectable, LoopResource, @unchecked Sendable {
             finish(.failure(ErrnoTable.error(error, while: "reading the local address")))
             return
         }
-        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address, registry: registry, stall: stall)
+        let connection = BSDConnection(socket: socket.take()!, loop: loop, local: local, remote: address, lifecycle: registry, stall: stall)
         registry.remove(self)
         do {
             try connection.activate()

@@ -22,21 +22,20 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
 
     private let loop: EpollEventLoop
     private let group: EpollEventLoopGroup
-    private let registry: ResourceRegistry
+    private let registry: TransportLifecycle<EpollEventLoop>
     private let stall: StallMonitors?
     private let fd: CInt
     private var socket: Socket?
     private var registered = false
     private var paused = false
     private let closing = Atomic<Bool>(false)
-    private let onClose: @Sendable (BSDListener) -> Void
 
     /// Binds and listens (it does not block); `start()` then begins accepting on `loop`.
     /// The transport makes it on `loop`, so the socket belongs to the loops' network
     /// namespace, like every socket of the transport.
     init(
         address: SocketAddress, backlog: Int, loop: EpollEventLoop, group: EpollEventLoopGroup,
-        registry: ResourceRegistry, stall: StallMonitors?, onClose: @escaping @Sendable (BSDListener) -> Void
+        registry: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) throws(TransportError) {
         let fd: CInt
         do {
@@ -62,7 +61,6 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         self.group = group
         self.registry = registry
         self.stall = stall
-        self.onClose = onClose
     }
 
     /// Registers with the loop. Call on the loop.
@@ -84,7 +82,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
             // The loop has stopped, so nothing else touches the socket now.
             socket.take()?.close()
         }
-        onClose(self)
+        registry.listenerClosed(self)
     }
 
     private func release() {
@@ -137,7 +135,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
             return
         }
         let target = group.next()
-        let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, registry: registry, stall: stall)
+        let connection = BSDConnection(socket: socket, loop: target, local: local, remote: remote, lifecycle: registry, stall: stall)
         let connections = self.connections
         let activate: @Sendable () -> Void = {
             do {

@@ -25,17 +25,9 @@ public final class BSDTransport: Transport {
     public var name: String { "bsd" }
 
     private let group: EpollEventLoopGroup
-    private let resources = ResourceRegistry()
+    private let lifecycle: TransportLifecycle<EpollEventLoop>
     /// With a stall timeout: the settings and each loop's stall monitor.
     private let stall: StallMonitors?
-
-    private struct State {
-        var accepting = true
-        var stopped = false
-        var listeners: [ObjectIdentifier: BSDListener] = [:]
-    }
-    private let state = Mutex(State())
-    private let stopped = Atomic<Bool>(false)
 
     /// Starts the transport's event loops.
     /// - Throws: `invalidArgument` for a stall timeout that is not positive; a
@@ -49,6 +41,7 @@ public final class BSDTransport: Transport {
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         let group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
         self.group = group
+        lifecycle = TransportLifecycle(group: group)
         stall = configuration.stallTimeout.map { StallMonitors(settings: StallSettings(timeout: $0), group: group) }
     }
 
@@ -59,7 +52,7 @@ public final class BSDTransport: Transport {
     public var eventLoopCount: Int { group.loops.count }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try lifecycle.ensureAccepting()
         try Endpoint.validate(host: endpoint.host)
         let start = ContinuousClock.now
         let addresses = try await Resolver.resolve(endpoint)
@@ -81,7 +74,7 @@ public final class BSDTransport: Transport {
     }
 
     private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {
-        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: resources, stall: stall)
+        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, stall: stall)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 connector.start(continuation)
@@ -92,7 +85,7 @@ public final class BSDTransport: Transport {
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
-        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try lifecycle.ensureAccepting()
         try Endpoint.validate(host: endpoint.host)
         let address: SocketAddress
         if let literal = try SocketAddress(literal: endpoint) {
@@ -105,12 +98,9 @@ public final class BSDTransport: Transport {
         }
         let loop = group.next()
         let group = self.group
-        let resources = self.resources
+        let lifecycle = self.lifecycle
         let stall = self.stall
         let backlog = options.backlog
-        let onClose: @Sendable (BSDListener) -> Void = { [weak self] listener in
-            _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
-        }
         // Made and started on its loop, so its socket lives where the loops live (a
         // transport made inside a network namespace listens inside it).
         let listener = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<BSDListener, any Error>) in
@@ -118,8 +108,8 @@ public final class BSDTransport: Transport {
                 let listener: BSDListener
                 do {
                     listener = try BSDListener(
-                        address: address, backlog: backlog, loop: loop, group: group, registry: resources,
-                        stall: stall, onClose: onClose)
+                        address: address, backlog: backlog, loop: loop, group: group, registry: lifecycle,
+                        stall: stall)
                 } catch {
                     continuation.resume(throwing: error)
                     return
@@ -134,79 +124,20 @@ public final class BSDTransport: Transport {
             }
             if !started { continuation.resume(throwing: TransportError.transportShutdown()) }
         }
-        let admitted = state.withLock { state -> Bool in
-            guard state.accepting else { return false }
-            state.listeners[ObjectIdentifier(listener)] = listener
-            return true
-        }
-        guard admitted else {
-            listener.close()
-            throw TransportError.transportShutdown()
-        }
+        try lifecycle.admit(listener)
         return listener
     }
 
-    /// Stops accepting new work and closes every listener.
-    private func stopAccepting() -> Bool {
-        let (listeners, first) = state.withLock { state -> ([BSDListener], Bool) in
-            let first = state.accepting
-            state.accepting = false
-            let listeners = Array(state.listeners.values)
-            state.listeners.removeAll()
-            return (listeners, first)
-        }
-        for listener in listeners { listener.close() }
-        return first
-    }
-
     public func shutdown(gracePeriod: Duration) async {
-        _ = stopAccepting()
-        let deadline = ContinuousClock.now + gracePeriod
-        while resources.count > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        await shutdownNow()
+        await lifecycle.shutdown(gracePeriod: gracePeriod)
     }
 
     public func shutdownNow() async {
-        guard let resources = beginStop() else {
-            // A second caller returns once the first has finished.
-            while !stopped.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(1)) }
-            return
-        }
-        for resource in resources {
-            resource.loop.execute { resource.terminate(with: .transportShutdown()) }
-        }
-        // A barrier: every terminate above has run once each loop has run this.
-        await group.onEveryLoop { _ in }
-        group.stop()
-        stopped.store(true, ordering: .releasing)
-    }
-
-    /// Closes listeners and marks the transport stopped; the resources to end, or nil if
-    /// it was already stopped.
-    private func beginStop() -> [any LoopResource]? {
-        _ = stopAccepting()
-        let first = state.withLock { state in
-            defer { state.stopped = true }
-            return !state.stopped
-        }
-        return first ? resources.close() : nil
+        await lifecycle.shutdownNow()
     }
 
     deinit {
-        // Dropped without a shutdown: end everything the same way, synchronously. Work
-        // queued on a loop runs before the loop stops, so each terminate runs first.
-        guard let resources = beginStop() else { return }
-        for resource in resources {
-            resource.loop.execute { resource.terminate(with: .transportShutdown()) }
-        }
-        let group = self.group
-        if group.loops.contains(where: { $0.inEventLoop }) {
-            // A loop cannot join itself.
-            _ = runOnNewThread(name: "sy-bsd-stop") { group.stop() }
-        } else {
-            group.stop()
-        }
+        // Dropped without a shutdown: end everything the same way, synchronously.
+        lifecycle.shutdownFromDeinit()
     }
 }

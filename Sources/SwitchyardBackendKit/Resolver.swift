@@ -13,10 +13,7 @@ package enum Resolver {
     package static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SocketAddress] {
         if let literal = try SocketAddress(literal: endpoint) { return [literal] }
         let host = endpoint.host
-        let lowered = host.lowercased()
-        if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
-            throw TransportError.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")
-        }
+        try NameResolution.checkResolvable(host)
         let port = endpoint.port
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[SocketAddress], TransportError>, Never>) in
             let started = runOnNewThread(name: "sy-resolve") {
@@ -29,27 +26,4 @@ package enum Resolver {
         }
         return try result.get()
     }
-}
-
-/// Runs `work` on a new detached thread. Returns false if the thread could not start.
-package func runOnNewThread(name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
-    final class Box {
-        let work: @Sendable () -> Void
-        init(_ work: @escaping @Sendable () -> Void) { self.work = work }
-    }
-    let box = Unmanaged.passRetained(Box(work))
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    pthread_attr_setdetachstate(&attributes, CInt(PTHREAD_CREATE_DETACHED))
-    defer { pthread_attr_destroy(&attributes) }
-    var handle = pthread_t()
-    let status = pthread_create(&handle, &attributes, { raw in
-        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().work()
-        return nil
-    }, box.toOpaque())
-    if status != 0 {
-        box.release()
-        return false
-    }
-    return true
 }

@@ -1,23 +1,23 @@
-import DequeModule
 import Glibc
-package import CSwitchyardPosix
+import CSwitchyardPosix
 import HeapModule
-package import Switchyard
+import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// Something registered with a loop's epoll instance: it gets the ready events.
-package protocol Selectable: AnyObject {
+protocol Selectable: AnyObject {
     /// Called on the loop with the epoll event bits.
     func handleEvents(_ events: UInt32)
 }
 
 /// A handle to a timer scheduled on a loop; cancel it on the loop.
-package final class LoopTimer {
+final class LoopTimer {
     fileprivate var cancelled = false
     fileprivate let work: () -> Void
     fileprivate init(work: @escaping () -> Void) { self.work = work }
     /// Cancels the timer. Call on its loop.
-    package func cancel() { cancelled = true }
+    func cancel() { cancelled = true }
 }
 
 /// One epoll event loop on its own thread.
@@ -31,23 +31,15 @@ package final class LoopTimer {
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks`, `threadID` and `state` is
 /// touched only on the loop's thread (checked in debug builds by `assertInLoop`).
-package final class EpollEventLoop: EventLoop, @unchecked Sendable {
-    package let index: Int
+final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
+    let index: Int
     private let epfd: CInt
     private let wakeFD: CInt
     private static let wakeToken: UInt64 = .max
 
-    private struct TaskQueue {
-        var items: [@Sendable () -> Void] = []
-        var wakePending = false
-        var stopped = false
-    }
-    private let tasks = Mutex(TaskQueue())
-    /// Set by other threads after they queue work, so the loop skips the lock on turns
-    /// with nothing queued (almost every turn under I/O load).
-    private let tasksQueued = Atomic<Bool>(false)
+    private let tasks = LoopTaskQueue()
     private let threadID = Atomic<UInt>(0)
-    private var thread: pthread_t?
+    private var thread: LoopThread?
 
     private struct Slot {
         var object: (any Selectable)?
@@ -57,26 +49,17 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     private var running = true
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
-    /// Work deferred to the end of the current turn (not inline in a user's call). A
-    /// write completion is kept with its result, so deferring one allocates nothing.
-    private enum Deferred {
-        case work(() -> Void)
-        case completion(WriteCompletion, TransportError?)
-    }
-    private var deferred: [Deferred] = []
-    /// The array `runDeferred` runs from, swapped with `deferred`, so that neither is
-    /// copied or reallocated turn after turn.
-    private var deferredRunning: [Deferred] = []
-    /// The spare array `runTasks` trades with the cross-thread queue's (under its lock), so
-    /// taking a batch neither copies nor allocates.
+    /// Work deferred to the end of the current turn (not inline in a user's call).
+    private let deferred = DeferredWork()
+    /// The spare array the task queue's batches are swapped with.
     private var taskBatch: [@Sendable () -> Void] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
-    package let readBuffer: UnsafeMutableRawBufferPointer
-    package static let readBufferSize = 64 * 1024
+    let readBuffer: UnsafeMutableRawBufferPointer
+    static let readBufferSize = 64 * 1024
     /// Scratch iovecs for gathered writes; valid only on the loop.
-    package let writeVectors: UnsafeMutablePointer<iovec>
-    package static let writeVectorCount = 64
+    let writeVectors: UnsafeMutablePointer<iovec>
+    static let writeVectorCount = 64
 
     private struct TimerEntry: Comparable {
         let deadline: ContinuousClock.Instant
@@ -89,7 +72,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     /// Creates the loop and starts its thread.
-    package init(index: Int, name: String) throws(TransportError) {
+    init(index: Int, name: String) throws(TransportError) {
         self.index = index
         do {
             epfd = try Posix.epollCreate()
@@ -105,84 +88,52 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
         writeVectors = .allocate(capacity: Self.writeVectorCount)
-        try startThread(name: name)
+        thread = try LoopThread(name: name) { [self] in run() }
     }
 
-    private func startThread(name: String) throws(TransportError) {
-        let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
-        var handle = pthread_t()
-        let status = pthread_create(&handle, nil, { raw in
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
-            let name = String(start.name.prefix(15))
-            _ = csy_pthread_setname(name)
-            start.loop.run()
-            return nil
-        }, box.toOpaque())
-        if status != 0 {
-            box.release()
-            throw ErrnoTable.error(errno: status, message: "starting an event loop thread")
-        }
-        thread = handle
-    }
-
-    private final class ThreadStart {
-        let loop: EpollEventLoop
-        let name: String
-        init(loop: EpollEventLoop, name: String) {
-            self.loop = loop
-            self.name = name
-        }
-    }
-
-    package var inEventLoop: Bool {
-        threadID.load(ordering: .acquiring) == UInt(pthread_self())
+    var inEventLoop: Bool {
+        threadID.load(ordering: .acquiring) == currentThreadID()
     }
 
     @inline(__always)
-    package func assertInLoop(file: StaticString = #file, line: UInt = #line) {
+    func assertInLoop(file: StaticString = #file, line: UInt = #line) {
         assert(inEventLoop, "called off the event loop", file: file, line: line)
     }
 
-    package func execute(_ work: @escaping @Sendable () -> Void) {
+    func execute(_ work: @escaping @Sendable () -> Void) {
         _ = submit(work)
     }
 
     /// Queues `work` for the loop from another thread; false (and `work` is not run) once
     /// the loop has stopped, so the caller can finish the work another way.
-    package func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+    func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         // One queue for work from the loop itself and from other threads, so work runs
         // in the order it was queued; the loop needs no wake-up for its own work.
-        let onLoop = inEventLoop
-        let (accepted, wake) = tasks.withLock { queue -> (Bool, Bool) in
-            if queue.stopped { return (false, false) }
-            queue.items.append(work)
-            // Inside the lock: a pending wake-up always comes with the flag set.
-            tasksQueued.store(true, ordering: .releasing)
-            if queue.wakePending || onLoop { return (true, false) }
-            queue.wakePending = true
-            return (true, true)
+        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
+        case .refused: return false
+        case .queued(let wake):
+            if wake { try? Posix.eventfdSignal(wakeFD) }
+            return true
         }
-        if wake { try? Posix.eventfdSignal(wakeFD) }
-        return accepted
     }
 
     /// Runs `work` at the end of the current turn of the loop. Call on the loop; used so
     /// that callbacks never run inside the user call that caused them.
-    package func deferToEndOfTurn(_ work: @escaping () -> Void) {
+    func deferToEndOfTurn(_ work: @escaping () -> Void) {
         assertInLoop()
-        deferred.append(.work(work))
+        deferred.append(work)
     }
 
     /// Runs a write's `completion` with `result` at the end of the current turn, in order
     /// with other deferred work. Call on the loop.
-    package func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
+    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
         assertInLoop()
-        deferred.append(.completion(completion, result))
+        deferred.append(completion, result)
     }
 
     /// Runs `work` on the loop after `delay`. Call on the loop.
     @discardableResult
-    package func schedule(after delay: Duration, _ work: @escaping () -> Void) -> LoopTimer {
+    func schedule(after delay: Duration, _ work: @escaping () -> Void) -> LoopTimer {
         assertInLoop()
         let timer = LoopTimer(work: work)
         timerSequence += 1
@@ -193,7 +144,7 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     // MARK: registration
 
     /// Registers `object` for `fd` with `events`. Call on the loop.
-    package func register(_ fd: CInt, events: UInt32, object: any Selectable) throws(SyscallError) {
+    func register(_ fd: CInt, events: UInt32, object: any Selectable) throws(SyscallError) {
         assertInLoop()
         let index = Int(fd)
         if index >= slots.count { slots.append(contentsOf: repeatElement(Slot(), count: index + 1 - slots.count + 64)) }
@@ -208,12 +159,12 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 
     /// Changes the events `fd` is watched for. Call on the loop.
-    package func reregister(_ fd: CInt, events: UInt32) throws(SyscallError) {
+    func reregister(_ fd: CInt, events: UInt32) throws(SyscallError) {
         try Posix.epollControl(epfd, EPOLL_CTL_MOD, fd, events: events, data: token(fd))
     }
 
     /// Stops watching `fd`. Call on the loop, before closing `fd`.
-    package func deregister(_ fd: CInt) {
+    func deregister(_ fd: CInt) {
         assertInLoop()
         let index = Int(fd)
         guard index < slots.count, slots[index].object != nil else { return }
@@ -252,22 +203,21 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
                 let generation = UInt32(truncatingIfNeeded: data >> 32)
                 guard fd < slots.count, slots[fd].generation == generation, let object = slots[fd].object else { continue }
                 object.handleEvents(event.events)
-                runDeferred()
+                deferred.run()
             }
             runTimers()
             runTasks()
         }
         // Drain what is left so no continuation is stranded, then release the loop.
         runTasks()
-        tasks.withLock { $0.stopped = true }
-        tasksQueued.store(true, ordering: .relaxed)
+        tasks.stop()
         runTasks()
         threadID.store(0, ordering: .releasing)
     }
 
     private func nextTimeout() -> CInt {
         if !deferred.isEmpty { return 0 }
-        if tasksQueued.load(ordering: .acquiring) { return 0 }
+        if tasks.mayHaveWork { return 0 }
         while let first = timers.min, first.timer.cancelled { _ = timers.popMin() }
         guard let first = timers.min else { return -1 }
         let remaining = ContinuousClock.now.duration(to: first.deadline)
@@ -285,54 +235,26 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
             if !first.timer.cancelled {
                 first.timer.cancelled = true
                 first.timer.work()
-                runDeferred()
+                deferred.run()
             }
         }
     }
 
     private func runTasks() {
-        if !tasksQueued.load(ordering: .acquiring) { return }
-        tasksQueued.store(false, ordering: .relaxed)
-        var batch: [@Sendable () -> Void] = []
-        swap(&batch, &taskBatch)
-        tasks.withLock { queue in
-            queue.wakePending = false
-            swap(&queue.items, &batch)
-        }
-        for index in batch.indices {
-            batch[index]()
-            runDeferred()
-        }
-        batch.removeAll(keepingCapacity: true)
-        swap(&batch, &taskBatch)
-    }
-
-    /// Runs the deferred work, including work deferred while it runs. Called only from
-    /// the loop's own turn, never from inside deferred work.
-    @inline(__always)
-    private func runDeferred() {
-        while !deferred.isEmpty {
-            swap(&deferred, &deferredRunning)
-            for index in deferredRunning.indices {
-                switch deferredRunning[index] {
-                case .work(let work): work()
-                case .completion(let completion, let result): completion(result)
-                }
-            }
-            deferredRunning.removeAll(keepingCapacity: true)
-        }
+        if !tasks.mayHaveWork { return }
+        tasks.runBatch(spare: &taskBatch) { deferred.run() }
     }
 
     // MARK: stopping
 
     /// Stops the loop after the work queued before this call, and waits for its thread.
     /// Call from outside the loop. Idempotent.
-    package func stopAndJoin() {
+    func stopAndJoin() {
         precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
         guard let thread else { return }
         self.thread = nil
         execute { [self] in running = false }
-        pthread_join(thread, nil)
+        thread.join()
         slots.removeAll()
         try? Posix.close(wakeFD)
         try? Posix.close(epfd)
@@ -341,52 +263,14 @@ package final class EpollEventLoop: EventLoop, @unchecked Sendable {
     }
 }
 
-/// A fixed set of loops; connections are spread over them round-robin.
-package final class EpollEventLoopGroup: Sendable {
-    package let loops: [EpollEventLoop]
-    private let cursor = Atomic<Int>(0)
-    private let stopped = Atomic<Bool>(false)
+/// The bsd backend's loops.
+typealias EpollEventLoopGroup = EventLoopGroup<EpollEventLoop>
 
-    /// Starts `count` loops (default: one per core).
-    package init(count: Int?, name: String) throws(TransportError) {
-        let n = max(1, count ?? Posix.onlineCores())
-        var loops: [EpollEventLoop] = []
-        for i in 0..<n {
-            do {
-                loops.append(try EpollEventLoop(index: i, name: "\(name)-\(i)"))
-            } catch {
-                for loop in loops { loop.stopAndJoin() }
-                throw error
-            }
+extension EventLoopGroup where Loop == EpollEventLoop {
+    /// Starts `count` epoll loops (default: one per core), threads named `name-N`.
+    convenience init(count: Int?, name: String) throws(TransportError) {
+        try self.init(count: count ?? Posix.onlineCores()) { index throws(TransportError) in
+            try EpollEventLoop(index: index, name: "\(name)-\(index)")
         }
-        self.loops = loops
-    }
-
-    /// The next loop, round-robin.
-    package func next() -> EpollEventLoop {
-        let i = cursor.add(1, ordering: .relaxed).oldValue
-        return loops[i % loops.count]
-    }
-
-    /// Runs `work` on every loop and returns when all have run it (a barrier).
-    package func onEveryLoop(_ work: @escaping @Sendable (EpollEventLoop) -> Void) async {
-        await withTaskGroup(of: Void.self) { group in
-            for loop in loops {
-                group.addTask {
-                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.execute {
-                            work(loop)
-                            continuation.resume()
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Stops every loop and joins its thread. Idempotent.
-    package func stop() {
-        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        for loop in loops { loop.stopAndJoin() }
     }
 }

@@ -1,0 +1,71 @@
+import CSwitchyardPosix
+import Glibc
+public import Switchyard
+
+/// A loop's thread: named (for `top -H`, `perf`), joinable.
+public struct LoopThread: Sendable {
+    private let handle: pthread_t
+
+    /// Starts a thread running `body`.
+    /// - Throws: a ``TransportError`` when the thread cannot start.
+    public init(name: String, _ body: @escaping @Sendable () -> Void) throws(TransportError) {
+        handle = try startThread(name: name, body)
+    }
+
+    /// Waits for the thread to end. Call once, from another thread.
+    public func join() {
+        pthread_join(handle, nil)
+    }
+}
+
+private func startThread(name: String, _ body: @escaping @Sendable () -> Void) throws(TransportError) -> pthread_t {
+    let box = Unmanaged.passRetained(ThreadStart(name: name, body: body))
+    var handle = pthread_t()
+    let status = pthread_create(&handle, nil, { raw in
+        let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
+        _ = csy_pthread_setname(String(start.name.prefix(15)))
+        start.body()
+        return nil
+    }, box.toOpaque())
+    if status != 0 {
+        box.release()
+        throw ErrnoTable.error(errno: status, message: "starting the event loop thread \(name)")
+    }
+    return handle
+}
+
+/// The calling thread's identity, as a loop compares it with its own.
+@inline(__always)
+public func currentThreadID() -> UInt { UInt(pthread_self()) }
+
+private final class ThreadStart {
+    let name: String
+    let body: @Sendable () -> Void
+    init(name: String, body: @escaping @Sendable () -> Void) {
+        self.name = name
+        self.body = body
+    }
+}
+
+/// Runs `work` on a new detached thread. Returns false if the thread could not start.
+public func runOnNewThread(name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
+    final class Box {
+        let work: @Sendable () -> Void
+        init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+    }
+    let box = Unmanaged.passRetained(Box(work))
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    pthread_attr_setdetachstate(&attributes, CInt(PTHREAD_CREATE_DETACHED))
+    defer { pthread_attr_destroy(&attributes) }
+    var handle = pthread_t()
+    let status = pthread_create(&handle, &attributes, { raw in
+        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().work()
+        return nil
+    }, box.toOpaque())
+    if status != 0 {
+        box.release()
+        return false
+    }
+    return true
+}
