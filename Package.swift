@@ -132,6 +132,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "SwitchyardBackendKitTests",
+            dependencies: ["Switchyard", "SwitchyardBackendKit"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "SwitchyardBSDTests",
             dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardBackendKit"],
             swiftSettings: strict

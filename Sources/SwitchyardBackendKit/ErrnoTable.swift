@@ -1,22 +1,22 @@
 import Glibc
 import CSwitchyardPosix
-package import Switchyard
+public import Switchyard
 
 /// The one table that maps `errno` to ``TransportError`` for the POSIX backends.
 ///
 /// `docs/ERRORS.md` shows the same table; a test checks that the two agree row by row.
 /// The libuv backend's table maps each `UV_E...` code to the same code and reason as the
 /// errno it stands for, so a fault gives the same error on every backend.
-package enum ErrnoTable {
-    package struct Entry: Sendable {
-        package let errno: CInt
-        package let name: String
-        package let code: TransportError.Code
-        package let reason: TransportError.Reason
+public enum ErrnoTable {
+    public struct Entry: Sendable {
+        public let errno: CInt
+        public let name: String
+        public let code: TransportError.Code
+        public let reason: TransportError.Reason
     }
 
     /// Every errno with a defined mapping. Anything else maps to `internal`/`i/o error`.
-    package static let entries: [Entry] = [
+    public static let entries: [Entry] = [
         Entry(errno: ECONNREFUSED, name: "ECONNREFUSED", code: .unavailable, reason: .refused),
         Entry(errno: ECONNRESET, name: "ECONNRESET", code: .unavailable, reason: .reset),
         Entry(errno: ECONNABORTED, name: "ECONNABORTED", code: .unavailable, reason: .reset),
@@ -44,17 +44,17 @@ package enum ErrnoTable {
     private static let byErrno: [CInt: Entry] = Dictionary(uniqueKeysWithValues: entries.map { ($0.errno, $0) })
 
     /// The symbolic name of an errno, for messages.
-    package static func name(of code: CInt) -> String {
+    public static func name(of code: CInt) -> String {
         byErrno[code]?.name ?? "errno \(code)"
     }
 
     /// The ``TransportError`` for a failed system call.
-    package static func error(_ failure: SyscallError, while doing: String) -> TransportError {
+    public static func error(_ failure: SyscallError, while doing: String) -> TransportError {
         error(errno: failure.errno, message: "\(doing): \(failure.call) failed")
     }
 
     /// The ``TransportError`` for an errno.
-    package static func error(errno code: CInt, message: String) -> TransportError {
+    public static func error(errno code: CInt, message: String) -> TransportError {
         let native = TransportError.NativeError(domain: .errno, code: code, name: name(of: code))
         let text = "\(message): \(String(cString: strerror(code)))"
         if let entry = byErrno[code] {

@@ -1,5 +1,5 @@
 import Glibc
-package import Switchyard
+public import Switchyard
 
 /// Resolves host names off the event loops.
 ///
@@ -8,9 +8,9 @@ package import Switchyard
 /// libraries. Other names go to `getaddrinfo` on a short-lived thread of their own, so a
 /// slow resolver never blocks a loop; its failure ends the connect at once with
 /// `unavailable`, reason `name resolution`.
-package enum Resolver {
+public enum Resolver {
     /// The addresses for `endpoint`, in the order the resolver gives them.
-    package static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SocketAddress] {
+    public static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SocketAddress] {
         if let literal = try SocketAddress(literal: endpoint) { return [literal] }
         let host = endpoint.host
         try NameResolution.checkResolvable(host)

@@ -1,19 +1,19 @@
 import Glibc
-package import CSwitchyardPosix
-package import Switchyard
+public import CSwitchyardPosix
+public import Switchyard
 
 /// A socket address (IPv4 or IPv6) in `sockaddr_storage`, convertible to and from
 /// ``Endpoint`` without the resolver.
-package struct SocketAddress: Sendable, CustomStringConvertible {
+public struct SocketAddress: Sendable, CustomStringConvertible {
     private var storage: sockaddr_storage
-    package private(set) var length: socklen_t
+    public private(set) var length: socklen_t
 
-    package init(storage: sockaddr_storage, length: socklen_t) {
+    public init(storage: sockaddr_storage, length: socklen_t) {
         self.storage = storage
         self.length = length
     }
 
-    package init(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
+    public init(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
         var storage = sockaddr_storage()
         withUnsafeMutableBytes(of: &storage) { target in
             target.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length)))
@@ -23,7 +23,7 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
 
     /// The address of an endpoint whose host is an IP literal; nil for a host name.
     /// - Throws: `invalidArgument` for an IPv6 zone that names no interface.
-    package init?(literal endpoint: Endpoint) throws(TransportError) {
+    public init?(literal endpoint: Endpoint) throws(TransportError) {
         var storage = sockaddr_storage()
         if let v4 = IPAddress.parseIPv4(endpoint.host) {
             var address = sockaddr_in()
@@ -55,11 +55,11 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// AF_INET or AF_INET6.
-    package var family: CInt { CInt(storage.ss_family) }
+    public var family: CInt { CInt(storage.ss_family) }
 
     /// Whether the host part is the unspecified address (`0.0.0.0` or `::`), as in a
     /// wildcard bind.
-    package var isUnspecified: Bool {
+    public var isUnspecified: Bool {
         withUnsafeBytes(of: storage) { raw -> Bool in
             switch CInt(storage.ss_family) {
             case AF_INET:
@@ -74,14 +74,14 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// Calls `body` with the address as `sockaddr` and its length.
-    package func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws -> R) rethrows -> R {
+    public func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) throws -> R) rethrows -> R {
         try withUnsafeBytes(of: storage) { raw in
             try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }
     }
 
     /// The endpoint (numeric host) this address names.
-    package var endpoint: Endpoint {
+    public var endpoint: Endpoint {
         withUnsafeBytes(of: storage) { raw -> Endpoint in
             switch CInt(storage.ss_family) {
             case AF_INET:
@@ -107,5 +107,5 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 
-    package var description: String { endpoint.description }
+    public var description: String { endpoint.description }
 }

@@ -1,5 +1,5 @@
 import Glibc
-package import Switchyard
+public import Switchyard
 
 /// How the POSIX backends set the kernel up to meet a stall timeout
 /// (``TransportConfiguration/stallTimeout``), and how they name what the kernel reports.
@@ -15,18 +15,18 @@ package import Switchyard
 /// The kernel then fails a stalled connection with `ETIMEDOUT`, or with the last soft
 /// error it met while retransmitting (`EHOSTUNREACH`/`ENETUNREACH` after the link went
 /// down). With a stall timeout those mean "stalled": see ``ErrnoTable/connectionError(errno:message:stallDetection:)``.
-package struct StallSettings: Sendable, Hashable {
+public struct StallSettings: Sendable, Hashable {
     /// The stall timeout.
-    package let timeout: Duration
+    public let timeout: Duration
     /// Keepalive timing, whole seconds.
-    package let keepaliveIdle: CInt
-    package let keepaliveInterval: CInt
-    package let keepaliveCount: CInt
+    public let keepaliveIdle: CInt
+    public let keepaliveInterval: CInt
+    public let keepaliveCount: CInt
     /// `TCP_USER_TIMEOUT`, milliseconds.
-    package let userTimeoutMilliseconds: UInt32
+    public let userTimeoutMilliseconds: UInt32
 
     /// Settings for `timeout`, which must be positive.
-    package init(timeout: Duration) {
+    public init(timeout: Duration) {
         self.timeout = timeout
         let total = max(2, Self.wholeSeconds(timeout))
         let idle: Int64 = 1
@@ -39,13 +39,13 @@ package struct StallSettings: Sendable, Hashable {
     }
 
     /// Applies keepalive and `TCP_USER_TIMEOUT` to a connected socket.
-    package func apply(to fd: CInt) throws(SyscallError) {
+    public func apply(to fd: CInt) throws(SyscallError) {
         try Posix.setKeepalive(fd, idle: keepaliveIdle, interval: keepaliveInterval, count: keepaliveCount)
         try Posix.setUserTimeout(fd, milliseconds: userTimeoutMilliseconds)
     }
 
     /// `duration` in milliseconds, rounded up, at least 1.
-    package static func milliseconds(_ duration: Duration) -> UInt32 {
+    public static func milliseconds(_ duration: Duration) -> UInt32 {
         let (seconds, attoseconds) = duration.components
         let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return UInt32(clamping: max(1, ms))
@@ -61,13 +61,13 @@ extension ErrnoTable {
     /// The errnos by which the kernel ends a connection whose keepalive or
     /// `TCP_USER_TIMEOUT` ran out: `ETIMEDOUT`, or the soft error of the last
     /// retransmission (`EHOSTUNREACH`, `ENETUNREACH` once the link under it went down).
-    package static let stallErrnos: Set<CInt> = [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
+    public static let stallErrnos: Set<CInt> = [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
 
     /// The ``TransportError`` for an errno that ended an established connection. With
     /// stall detection on (a stall timeout is set), the errnos of ``stallErrnos`` are the
     /// stall bound running out: `unavailable`, reason `stalled`, the errno kept in
     /// `native`. Otherwise, and for every other errno, the table's mapping.
-    package static func connectionError(errno code: CInt, message: String, stallDetection: Bool) -> TransportError {
+    public static func connectionError(errno code: CInt, message: String, stallDetection: Bool) -> TransportError {
         var error = error(errno: code, message: message)
         if stallDetection && stallErrnos.contains(code) {
             error.code = .unavailable

@@ -4,39 +4,39 @@
 // reads errno.
 
 import Glibc
-package import CSwitchyardPosix
-package import Switchyard
+public import CSwitchyardPosix
+public import Switchyard
 
 /// A failed system call: its name and errno.
-package struct SyscallError: Error, Sendable, CustomStringConvertible {
-    package let call: StaticString
-    package let errno: CInt
-    package init(call: StaticString, errno: CInt) {
+public struct SyscallError: Error, Sendable, CustomStringConvertible {
+    public let call: StaticString
+    public let errno: CInt
+    public init(call: StaticString, errno: CInt) {
         self.call = call
         self.errno = errno
     }
-    package var description: String { "\(call): \(ErrnoTable.name(of: errno)) (\(errno))" }
+    public var description: String { "\(call): \(ErrnoTable.name(of: errno)) (\(errno))" }
 }
 
 /// The part of the kernel's `tcp_info` the stall detection reads. The ages are in
 /// milliseconds before the moment it was read.
-package struct TCPInfo: Sendable, Hashable {
+public struct TCPInfo: Sendable, Hashable {
     /// Segments sent and not yet acknowledged (`tcpi_unacked`).
-    package var unackedSegments: UInt32
+    public var unackedSegments: UInt32
     /// Bytes in the send buffer not yet sent (`tcpi_notsent_bytes`).
-    package var notSentBytes: UInt32
+    public var notSentBytes: UInt32
     /// Since new data was last sent (`tcpi_last_data_sent`).
-    package var millisecondsSinceDataSent: UInt32
+    public var millisecondsSinceDataSent: UInt32
     /// Since data last arrived (`tcpi_last_data_recv`).
-    package var millisecondsSinceDataReceived: UInt32
+    public var millisecondsSinceDataReceived: UInt32
     /// Since an acknowledgement last arrived (`tcpi_last_ack_recv`; window probes' and
     /// keepalive's answers count).
-    package var millisecondsSinceAckReceived: UInt32
+    public var millisecondsSinceAckReceived: UInt32
     /// The peer's receive window in bytes (`tcpi_snd_wnd`), or nil where the kernel does
     /// not report it (before Linux 5.4).
-    package var peerWindow: UInt32?
+    public var peerWindow: UInt32?
 
-    package init(
+    public init(
         unackedSegments: UInt32, notSentBytes: UInt32, millisecondsSinceDataSent: UInt32,
         millisecondsSinceDataReceived: UInt32, millisecondsSinceAckReceived: UInt32, peerWindow: UInt32?
     ) {
@@ -50,13 +50,13 @@ package struct TCPInfo: Sendable, Hashable {
 }
 
 /// The outcome of a nonblocking call: done with a value, or it would have blocked.
-package enum IOResult<Value> {
+public enum IOResult<Value> {
     case done(Value)
     case wouldBlock
 }
 
 /// What an EINTR means to a call.
-package enum InterruptPolicy {
+public enum InterruptPolicy {
     /// Call again (almost every call).
     case retry
     /// Report it as `.wouldBlock` and let the caller decide: `close` (on Linux the
@@ -70,7 +70,7 @@ package enum InterruptPolicy {
 /// EINTR is retried (or returned as would-block, per `onInterrupt`); EAGAIN/EWOULDBLOCK,
 /// and EINPROGRESS from `connect`, come back as `.wouldBlock`; any other errno is thrown.
 @inline(__always)
-package func syscall<T: FixedWidthInteger>(
+public func syscall<T: FixedWidthInteger>(
     _ call: StaticString, onInterrupt: InterruptPolicy = .retry, _ body: () -> T
 ) throws(SyscallError) -> IOResult<T> {
     while true {
@@ -89,7 +89,7 @@ package func syscall<T: FixedWidthInteger>(
 
 /// Like `syscall`, for calls that never legitimately block.
 @inline(__always)
-package func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ body: () -> T) throws(SyscallError) -> T {
+public func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ body: () -> T) throws(SyscallError) -> T {
     switch try syscall(call, body) {
     case .done(let value): return value
     case .wouldBlock: throw SyscallError(call: call, errno: EAGAIN)
@@ -97,29 +97,29 @@ package func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ bo
 }
 
 /// The system calls, one thin wrapper each.
-package enum Posix {
+public enum Posix {
     /// epoll event bits, as `UInt32`.
-    package enum Events {
-        package static let input = EPOLLIN.rawValue
-        package static let output = EPOLLOUT.rawValue
-        package static let error = EPOLLERR.rawValue
-        package static let hangup = EPOLLHUP.rawValue
-        package static let readHangup = EPOLLRDHUP.rawValue
+    public enum Events {
+        public static let input = EPOLLIN.rawValue
+        public static let output = EPOLLOUT.rawValue
+        public static let error = EPOLLERR.rawValue
+        public static let hangup = EPOLLHUP.rawValue
+        public static let readHangup = EPOLLRDHUP.rawValue
     }
 
     // MARK: sockets
 
-    package static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
+    public static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
         try syscallNonBlocking("socket") { Glibc.socket(family, type | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
     }
 
-    package static func setOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, value: T) throws(SyscallError) {
+    public static func setOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, value: T) throws(SyscallError) {
         _ = try syscallNonBlocking("setsockopt") {
             withUnsafeBytes(of: value) { Glibc.setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
         }
     }
 
-    package static func getOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, as: T.Type, initial: T) throws(SyscallError) -> T {
+    public static func getOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, as: T.Type, initial: T) throws(SyscallError) -> T {
         var value = initial
         var length = socklen_t(MemoryLayout<T>.size)
         _ = try syscallNonBlocking("getsockopt") {
@@ -128,16 +128,16 @@ package enum Posix {
         return value
     }
 
-    package static func bind(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) {
+    public static func bind(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) {
         _ = try syscallNonBlocking("bind") { address.withSockaddr { Glibc.bind(fd, $0, $1) } }
     }
 
-    package static func listen(_ fd: CInt, backlog: CInt) throws(SyscallError) {
+    public static func listen(_ fd: CInt, backlog: CInt) throws(SyscallError) {
         _ = try syscallNonBlocking("listen") { Glibc.listen(fd, backlog) }
     }
 
     /// Accepts one connection, nonblocking and close-on-exec; `.wouldBlock` when none waits.
-    package static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SocketAddress)> {
+    public static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SocketAddress)> {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try syscall("accept4") {
@@ -155,7 +155,7 @@ package enum Posix {
 
     /// Starts a nonblocking connect: `.done` when it connected at once, `.wouldBlock`
     /// while in progress (wait for writability, then `socketError`).
-    package static func connect(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) -> IOResult<Void> {
+    public static func connect(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) -> IOResult<Void> {
         switch try syscall("connect", { address.withSockaddr { Glibc.connect(fd, $0, $1) } }) {
         case .done: return .done(())
         case .wouldBlock: return .wouldBlock
@@ -163,38 +163,38 @@ package enum Posix {
     }
 
     /// The pending error of a socket (SO_ERROR), 0 if none.
-    package static func socketError(_ fd: CInt) throws(SyscallError) -> CInt {
+    public static func socketError(_ fd: CInt) throws(SyscallError) -> CInt {
         try getOption(fd, level: SOL_SOCKET, name: SO_ERROR, as: CInt.self, initial: 0)
     }
 
-    package static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+    public static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
         try syscall("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Sends without ever raising SIGPIPE.
-    package static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+    public static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
         try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, CInt(MSG_NOSIGNAL)) }
     }
 
     /// Gathers `count` iovecs into one send, without ever raising SIGPIPE (`sendmsg`
     /// rather than `writev`, which takes no flags and so cannot say MSG_NOSIGNAL).
-    package static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
+    public static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = iovecs
         message.msg_iovlen = count
         return try syscall("sendmsg") { Glibc.sendmsg(fd, &message, CInt(MSG_NOSIGNAL)) }
     }
 
-    package static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
+    public static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
         _ = try syscallNonBlocking("shutdown") { Glibc.shutdown(fd, how) }
     }
 
     /// Closes a descriptor. Never retried (see ``InterruptPolicy/wouldBlock``).
-    package static func close(_ fd: CInt) throws(SyscallError) {
+    public static func close(_ fd: CInt) throws(SyscallError) {
         _ = try syscall("close", onInterrupt: .wouldBlock) { Glibc.close(fd) }
     }
 
-    package static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+    public static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getsockname") {
@@ -203,7 +203,7 @@ package enum Posix {
         return SocketAddress(storage: storage, length: length)
     }
 
-    package static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+    public static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getpeername") {
@@ -213,23 +213,23 @@ package enum Posix {
     }
 
     /// Disables Nagle's algorithm, so small writes leave at once (request/response).
-    package static func setNoDelay(_ fd: CInt) throws(SyscallError) {
+    public static func setNoDelay(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_NODELAY, value: CInt(1))
     }
 
     /// Lets a listener rebind a port whose old connections are in TIME_WAIT.
-    package static func setReuseAddress(_ fd: CInt) throws(SyscallError) {
+    public static func setReuseAddress(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: CInt(1))
     }
 
     /// Makes the next close send a TCP reset instead of a FIN.
-    package static func setLingerZero(_ fd: CInt) throws(SyscallError) {
+    public static func setLingerZero(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_LINGER, value: linger(l_onoff: 1, l_linger: 0))
     }
 
     /// Turns kernel keepalive on: the first probe after `idle` seconds without traffic,
     /// then one every `interval` seconds, `count` of them.
-    package static func setKeepalive(_ fd: CInt, idle: CInt, interval: CInt, count: CInt) throws(SyscallError) {
+    public static func setKeepalive(_ fd: CInt, idle: CInt, interval: CInt, count: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, value: CInt(1))
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPIDLE, value: idle)
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPINTVL, value: interval)
@@ -239,12 +239,12 @@ package enum Posix {
     /// TCP_USER_TIMEOUT: how long sent data (or, once probes are out, keepalive) may go
     /// unacknowledged before the kernel fails the connection (ETIMEDOUT, or the last soft
     /// error such as EHOSTUNREACH).
-    package static func setUserTimeout(_ fd: CInt, milliseconds: UInt32) throws(SyscallError) {
+    public static func setUserTimeout(_ fd: CInt, milliseconds: UInt32) throws(SyscallError) {
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_USER_TIMEOUT, value: milliseconds)
     }
 
     /// What the kernel knows about a TCP connection's progress (getsockopt TCP_INFO).
-    package static func tcpInfo(_ fd: CInt) throws(SyscallError) -> TCPInfo {
+    public static func tcpInfo(_ fd: CInt) throws(SyscallError) -> TCPInfo {
         var raw = csy_tcp_info()
         var length = socklen_t(MemoryLayout<csy_tcp_info>.size)
         _ = try syscallNonBlocking("getsockopt") {
@@ -260,17 +260,17 @@ package enum Posix {
             peerWindow: Int(length) >= windowEnd ? raw.tcpi_snd_wnd : nil)
     }
 
-    package static let shutdownWrite = CInt(SHUT_WR)
-    package static let shutdownRead = CInt(SHUT_RD)
-    package static let streamSocket = CInt(SOCK_STREAM.rawValue)
+    public static let shutdownWrite = CInt(SHUT_WR)
+    public static let shutdownRead = CInt(SHUT_RD)
+    public static let streamSocket = CInt(SOCK_STREAM.rawValue)
 
     // MARK: epoll and eventfd
 
-    package static func epollCreate() throws(SyscallError) -> CInt {
+    public static func epollCreate() throws(SyscallError) -> CInt {
         try syscallNonBlocking("epoll_create1") { epoll_create1(CInt(EPOLL_CLOEXEC)) }
     }
 
-    package static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
+    public static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
         var event = epoll_event()
         event.events = events
         event.data.u64 = data
@@ -279,36 +279,36 @@ package enum Posix {
 
     /// Waits for events; an interrupted wait returns 0 events instead of retrying, so the
     /// caller recomputes its timeout.
-    package static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
+    public static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
         switch try syscall("epoll_wait", onInterrupt: .wouldBlock, { epoll_wait(epfd, events, capacity, timeoutMilliseconds) }) {
         case .done(let n): return Int(n)
         case .wouldBlock: return 0
         }
     }
 
-    package static func eventfdCreate() throws(SyscallError) -> CInt {
+    public static func eventfdCreate() throws(SyscallError) -> CInt {
         try syscallNonBlocking("eventfd") { eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK)) }
     }
 
-    package static func eventfdSignal(_ fd: CInt) throws(SyscallError) {
+    public static func eventfdSignal(_ fd: CInt) throws(SyscallError) {
         _ = try syscall("eventfd_write") { eventfd_write(fd, 1) }
     }
 
-    package static func eventfdDrain(_ fd: CInt) throws(SyscallError) {
+    public static func eventfdDrain(_ fd: CInt) throws(SyscallError) {
         var value: eventfd_t = 0
         _ = try syscall("eventfd_read") { eventfd_read(fd, &value) }
     }
 
     // MARK: threads and the process
 
-    package static func onlineCores() -> Int {
+    public static func onlineCores() -> Int {
         max(1, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
     }
 
     // MARK: name resolution (getaddrinfo reports through its return value, not errno)
 
     /// Resolves `host` for TCP with `getaddrinfo`. Blocking: call it off the event loops.
-    package static func resolve(host: String, port: Int) -> Result<[SocketAddress], TransportError> {
+    public static func resolve(host: String, port: Int) -> Result<[SocketAddress], TransportError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = CInt(SOCK_STREAM.rawValue)

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardBackendKit
 
 extension MemoryConnection {
     /// Ends the connection, once: the peer is told (end of stream, or a reset), pending
@@ -29,9 +30,10 @@ extension MemoryConnection {
         inbound.closeReader()?.wakeWriter()
 
         pendingSnapshot.subtract(writes.bytes, ordering: .relaxed)
-        for completion in writes.removeAll() {
-            if let completion { events.append(.wrote(completion, writeError)) }
-        }
+        var unused: [WriteCompletion] = []
+        var failed: [WriteCompletion] = []
+        writes.removeAll(bytesTaken: 0, succeeded: &unused, failed: &failed)
+        for completion in failed { events.append(.wrote(completion, writeError)) }
         if case .draining(let completion) = output, let completion {
             events.append(.wrote(completion, writeError))
         }

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardBackendKit
 
 extension MemoryConnection {
     /// Queues a write and moves what fits. On the loop.
@@ -41,9 +42,9 @@ extension MemoryConnection {
             if count > 0 { pendingSnapshot.subtract(count, ordering: .relaxed) }
             wake?.wakeReader()
         }
-        while let completed = writes.popCompleted() {
-            if let completion = completed { events.append(.wrote(completion, nil)) }
-        }
+        var completed: [WriteCompletion] = []
+        writes.removeFinished(completed: &completed)
+        for completion in completed { events.append(.wrote(completion, nil)) }
         guard writes.isEmpty else { return }
         if hadBacklog {
             hadBacklog = false

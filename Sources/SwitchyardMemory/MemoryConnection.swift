@@ -10,6 +10,8 @@ import Synchronization
 /// even of different transports). It keeps the whole ``Connection`` contract, as a TCP
 /// socket on loopback would:
 ///
+/// Its writes wait in the toolkit's ``PendingWrites`` queue.
+///
 /// - Reads are demand-driven: bytes are taken from the receive buffer only while
 ///   reading, at most 64 KiB per ``ConnectionHandler/connectionDidRead(_:)``.
 /// - A write completes once all its bytes are in the peer's receive buffer (the memory
@@ -39,7 +41,7 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
     public let localAddress: Endpoint
     public let remoteAddress: Endpoint
 
-    let loop: EpollEventLoop
+    let loop: WorkerEventLoop
     let core: MemoryTransportCore
     /// Bytes from the peer to this end.
     let inbound: MemoryPipe
@@ -88,7 +90,7 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
     var terminalWriteError: TransportError?
     var isClosed: Bool { terminalWriteError != nil }
     var output = OutputState.open
-    var writes = WriteQueue()
+    var writes = PendingWrites()
     /// Whether a write left bytes queued since the queue was last empty.
     var hadBacklog = false
     var events: Deque<Event> = []
@@ -97,7 +99,7 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
     var closePending = false
 
     init(
-        loop: EpollEventLoop, core: MemoryTransportCore, localAddress: Endpoint, remoteAddress: Endpoint,
+        loop: WorkerEventLoop, core: MemoryTransportCore, localAddress: Endpoint, remoteAddress: Endpoint,
         inbound: MemoryPipe, outbound: MemoryPipe, heldPort: MemoryNetwork.Binding?
     ) {
         self.loop = loop

@@ -21,10 +21,11 @@ import SwitchyardBackendKit
 /// - **Flow control.** Each direction holds at most 256 KiB (the "kernel buffers"); a
 ///   write completes once its bytes are in the peer's receive buffer, so a peer that
 ///   does not read pushes the writer back as TCP does. See ``MemoryConnection``.
-/// - **Loops.** It runs its own epoll loops (threads named `sy-mem-N`), one per core
+/// - **Loops.** It runs its own worker loops (the toolkit's ``WorkerEventLoop``, threads
+///   named `sy-mem-N`), one per core
 ///   unless ``TransportConfiguration/eventLoopCount`` says otherwise; each connection
 ///   lives on one, and its callbacks run there. Its only descriptors are the loops'
-///   epoll and eventfd descriptors, closed when it shuts down.
+///   eventfd descriptors, closed when it shuts down.
 /// - **Shutdown.** ``shutdownNow()`` closes the listeners, ends every open connection
 ///   with `cancelled`/`shutdown` (the peers see end of stream) and stops the loops;
 ///   ``shutdown(gracePeriod:)`` first closes the listeners and waits up to the grace
@@ -67,7 +68,7 @@ public final class MemoryTransport: Transport {
     /// Starts the transport's event loops.
     /// - Throws: a ``TransportError`` if a loop cannot be started.
     public init(configuration: TransportConfiguration = .init()) throws {
-        core = MemoryTransportCore(group: try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-mem"))
+        core = MemoryTransportCore(group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"))
     }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {

@@ -1,6 +1,7 @@
 import CLibUV
 import Glibc
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// One connect, on one loop: name resolution with `uv_getaddrinfo` (literals skip it),
@@ -18,15 +19,15 @@ import Synchronization
 ///
 /// Safety of `@unchecked Sendable`: all state but `cancelRequested` (atomic) is touched
 /// only on `loop`; the rest is immutable.
-final class UVConnector: UVResource, @unchecked Sendable {
+final class UVConnector: LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
     private let endpoint: Endpoint
     private let timeout: Duration
-    private let registry: UVResourceRegistry
+    private let registry: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
     private var continuation: CheckedContinuation<UVConnection, any Error>?
     private var keepAlive: UVConnector?
-    private var addresses: [UVSocketAddress] = []
+    private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastError: TransportError?
     private var resolving: UnsafeMutablePointer<uv_getaddrinfo_t>?
@@ -35,7 +36,7 @@ final class UVConnector: UVResource, @unchecked Sendable {
     private var timer: UnsafeMutablePointer<uv_timer_t>?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: UVEventLoop, endpoint: Endpoint, timeout: Duration, registry: UVResourceRegistry, settings: UVSocketSettings) {
+    init(loop: UVEventLoop, endpoint: Endpoint, timeout: Duration, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings) {
         self.loop = loop
         self.endpoint = endpoint
         self.timeout = timeout
@@ -77,9 +78,9 @@ final class UVConnector: UVResource, @unchecked Sendable {
         }
         startTimer()
         guard self.continuation != nil else { return }
-        let literal: UVSocketAddress?
+        let literal: SocketAddress?
         do {
-            literal = try UVSocketAddress(literal: endpoint)
+            literal = try SocketAddress(literal: endpoint)
         } catch {
             finish(.failure(error))
             return
@@ -90,9 +91,10 @@ final class UVConnector: UVResource, @unchecked Sendable {
             return
         }
         let host = endpoint.host
-        let lowered = host.lowercased()
-        if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
-            finish(.failure(.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")))
+        do {
+            try NameResolution.checkResolvable(host)
+        } catch {
+            finish(.failure(error))
             return
         }
         resolve(host)
@@ -114,7 +116,7 @@ final class UVConnector: UVResource, @unchecked Sendable {
                 code: .deadlineExceeded, reason: .connectTimeout,
                 message: "connecting to \(connector.endpoint) took longer than \(connector.timeout)")))
             connector.loop.drainDeferred()
-        }, UInt64(UVSocketSettings.milliseconds(timeout)), 0)
+        }, UInt64(StallSettings.milliseconds(timeout)), 0)
     }
 
     // MARK: name resolution
@@ -130,12 +132,12 @@ final class UVConnector: UVResource, @unchecked Sendable {
         let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
             let connector = Unmanaged<UVConnector>.fromOpaque(request!.pointee.data).takeRetainedValue()
             request!.deallocate()
-            var addresses: [UVSocketAddress] = []
+            var addresses: [SocketAddress] = []
             var cursor = list
             while let entry = cursor {
                 if let address = entry.pointee.ai_addr,
                    address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
-                    addresses.append(UVSocketAddress(address))
+                    addresses.append(SocketAddress(address))
                 }
                 cursor = entry.pointee.ai_next
             }
@@ -152,7 +154,7 @@ final class UVConnector: UVResource, @unchecked Sendable {
         resolving = request
     }
 
-    private func resolved(_ status: Int32, _ found: [UVSocketAddress]) {
+    private func resolved(_ status: Int32, _ found: [SocketAddress]) {
         resolving = nil
         guard continuation != nil else { return }
         if status < 0 {
@@ -188,7 +190,7 @@ final class UVConnector: UVResource, @unchecked Sendable {
         self.tcp = tcp
         let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
         request.pointee.data = Unmanaged.passRetained(Attempt(connector: self, number: attempt)).toOpaque()
-        let status = address.withSockaddr { sockaddr in
+        let status = address.withSockaddr { sockaddr, _ in
             uv_tcp_connect(request, tcp, sockaddr, { request, status in
                 let attempt = Unmanaged<Attempt>.fromOpaque(request!.pointee.data).takeRetainedValue()
                 request!.deallocate()
@@ -223,16 +225,16 @@ final class UVConnector: UVResource, @unchecked Sendable {
         }
         settings.apply(to: tcp)
         let local: Endpoint
-        switch UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
+        switch SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
         case .success(let address): local = address.endpoint
         case .failure(let status):
             finish(.failure(UVErrorTable.error(status.code, "reading the local address")))
             return
         }
-        let remote = (try? UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
+        let remote = (try? SocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
         self.tcp = nil
         let connection = UVConnection(
-            tcp: tcp, loop: loop, local: local, remote: remote, registry: registry,
+            tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,
             stallDetection: settings.stallTimeout != nil)
         registry.remove(self)
         if connection.activate() {

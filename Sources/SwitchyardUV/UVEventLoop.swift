@@ -1,5 +1,6 @@
 import CLibUV
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// One libuv loop (`uv_loop_t`) on its own thread.
@@ -21,21 +22,15 @@ import Synchronization
 /// Safety of `@unchecked Sendable`: everything but `tasks` (a mutex), `threadID`
 /// (atomic) and the immutable pointers is touched only on the loop's thread, or before
 /// the thread starts and after it was joined.
-final class UVEventLoop: EventLoop, @unchecked Sendable {
+final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
     let index: Int
     /// The libuv loop; use only on the loop thread.
     let loop: UnsafeMutablePointer<uv_loop_t>
     private let async: UnsafeMutablePointer<uv_async_t>
 
-    private struct TaskQueue {
-        var items: [@Sendable () -> Void] = []
-        var wakePending = false
-        var stopped = false
-    }
-    private let tasks = Mutex(TaskQueue())
+    private let tasks = LoopTaskQueue()
     private let threadID = Atomic<UInt>(0)
-    private var thread = uv_thread_t()
-    private var threadStarted = false
+    private var thread: LoopThread?
     private var joined = false
 
     private var localTasks: [() -> Void] = []
@@ -43,14 +38,10 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     private var localRunning: [() -> Void] = []
     private var localWakePending = false
     private var localStopped = false
-    private var deferred: [() -> Void] = []
-    /// The array `drainDeferred` runs from, swapped with `deferred`, so that neither is
-    /// copied or reallocated callback after callback.
-    private var deferredRunning: [() -> Void] = []
-    /// The spare array `runTasks` trades with the cross-thread queue's (under its lock), so
-    /// taking a batch neither copies nor allocates.
+    /// Work deferred to the end of the current libuv callback.
+    private let deferred = DeferredWork()
+    /// The spare array the task queue's batches are swapped with.
     private var taskBatch: [@Sendable () -> Void] = []
-    private var draining = false
 
     /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
     /// every handle was closed, `UV_EBUSY` when one was left open (a leak).
@@ -94,36 +85,23 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
         try startThread(name: name)
     }
 
-    private final class ThreadStart {
-        let loop: UVEventLoop
-        let name: String
-        init(loop: UVEventLoop, name: String) {
-            self.loop = loop
-            self.name = name
-        }
-    }
-
     private func startThread(name: String) throws(TransportError) {
-        let box = Unmanaged.passRetained(ThreadStart(loop: self, name: name))
-        let status = uv_thread_create(&thread, { raw in
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw!).takeRetainedValue()
-            _ = csy_uv_block_sigpipe()
-            _ = String(start.name.prefix(15)).withCString { csy_uv_set_thread_name($0) }
-            start.loop.run()
-        }, box.toOpaque())
-        if status != 0 {
-            box.release()
+        do {
+            thread = try LoopThread(name: name) { [self] in
+                _ = csy_uv_block_sigpipe()
+                run()
+            }
+        } catch {
             uv_close(csy_uv_async_handle(async), nil)
             _ = uv_run(loop, UV_RUN_DEFAULT)
             _ = uv_loop_close(loop)
             release()
-            throw UVErrorTable.error(status, "starting a libuv loop thread")
+            throw error
         }
-        threadStarted = true
     }
 
     var inEventLoop: Bool {
-        threadID.load(ordering: .acquiring) == UInt(uv_thread_self())
+        threadID.load(ordering: .acquiring) == currentThreadID()
     }
 
     @inline(__always)
@@ -148,17 +126,12 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
             }
             return true
         }
-        // The wake-up is sent under the lock, so it can never race the loop closing the
-        // async handle (which happens after `stopped` is set under the same lock).
-        return tasks.withLock { queue in
-            if queue.stopped { return false }
-            queue.items.append(work)
-            if !queue.wakePending {
-                queue.wakePending = true
-                uv_async_send(async)
-            }
-            return true
-        }
+        // The wake-up is sent under the queue's lock, so it can never race the loop
+        // closing the async handle (which happens after the queue stopped, under the
+        // same lock).
+        let async = self.async
+        if case .refused = tasks.submit(work, wake: { uv_async_send(async) }) { return false }
+        return true
     }
 
     /// Runs `work` on the loop, or `otherwise` on the caller's thread if the loop has
@@ -174,33 +147,22 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
         deferred.append(work)
     }
 
+    /// Runs a write's `completion` with `result` once the libuv callback now running
+    /// returns, in order with other deferred work. Call on the loop.
+    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
+        assertInLoop()
+        deferred.append(completion, result)
+    }
+
     /// Runs the deferred work, including work deferred while it runs. Every libuv
     /// callback into this module calls it last.
     @inline(__always)
     func drainDeferred() {
-        guard !deferred.isEmpty, !draining else { return }
-        draining = true
-        while !deferred.isEmpty {
-            swap(&deferred, &deferredRunning)
-            for index in deferredRunning.indices { deferredRunning[index]() }
-            deferredRunning.removeAll(keepingCapacity: true)
-        }
-        draining = false
+        deferred.run()
     }
 
     private func runTasks() {
-        var batch: [@Sendable () -> Void] = []
-        swap(&batch, &taskBatch)
-        tasks.withLock { queue in
-            queue.wakePending = false
-            swap(&queue.items, &batch)
-        }
-        for index in batch.indices {
-            batch[index]()
-            drainDeferred()
-        }
-        batch.removeAll(keepingCapacity: true)
-        swap(&batch, &taskBatch)
+        tasks.runBatch(spare: &taskBatch) { deferred.run() }
         localWakePending = false
         if !localTasks.isEmpty {
             // Work queued by these tasks on the loop runs on the next wake-up, so a task
@@ -215,7 +177,7 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     }
 
     private func run() {
-        threadID.store(UInt(uv_thread_self()), ordering: .releasing)
+        threadID.store(currentThreadID(), ordering: .releasing)
         _ = uv_run(loop, UV_RUN_DEFAULT)
         let result = uv_loop_close(loop)
         closeResult = leakedHandles > 0 ? UV_EBUSY.rawValue : result
@@ -226,7 +188,7 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     /// the wake-up handle closes, and any handle still open is closed and counted as a
     /// leak. `uv_run` then returns, since nothing is left active.
     private func beginStop() {
-        tasks.withLock { $0.stopped = true }
+        tasks.stop()
         runTasks()
         localStopped = true
         runTasks()
@@ -244,12 +206,12 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     /// frees the loop. Call from outside the loop. Idempotent.
     func stopAndJoin() {
         precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
-        guard threadStarted, !joined else { return }
+        guard let thread, !joined else { return }
         joined = true
         if !submit({ [self] in beginStop() }) {
             // Already stopping: the thread ends by itself.
         }
-        _ = uv_thread_join(&thread)
+        thread.join()
         release()
     }
 
@@ -261,62 +223,21 @@ final class UVEventLoop: EventLoop, @unchecked Sendable {
     }
 }
 
-/// A fixed set of loops; connections are spread over them round-robin.
-final class UVEventLoopGroup: Sendable {
-    let loops: [UVEventLoop]
-    private let cursor = Atomic<Int>(0)
-    private let stopped = Mutex<[Int32]?>(nil)
+/// The libuv backend's loops.
+typealias UVEventLoopGroup = EventLoopGroup<UVEventLoop>
 
-    /// Starts `count` loops (default: one per core).
-    init(count: Int?, name: String) throws(TransportError) {
-        let n = max(1, count ?? Int(uv_available_parallelism()))
-        var loops: [UVEventLoop] = []
-        for i in 0..<n {
-            do {
-                loops.append(try UVEventLoop(index: i, name: "\(name)-\(i)"))
-            } catch {
-                for loop in loops { loop.stopAndJoin() }
-                throw error
-            }
-        }
-        self.loops = loops
-    }
-
-    /// The next loop, round-robin.
-    func next() -> UVEventLoop {
-        let i = cursor.add(1, ordering: .relaxed).oldValue
-        return loops[i % loops.count]
-    }
-
-    /// Runs `work` on every loop and returns when all have run it (a barrier).
-    func onEveryLoop(_ work: @escaping @Sendable (UVEventLoop) -> Void) async {
-        await withTaskGroup(of: Void.self) { group in
-            for loop in loops {
-                group.addTask {
-                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.submit({
-                            work(loop)
-                            continuation.resume()
-                        }, otherwise: { continuation.resume() })
-                    }
-                }
-            }
+extension EventLoopGroup where Loop == UVEventLoop {
+    /// Starts `count` libuv loops (default: one per core), threads named `name-N`.
+    convenience init(count: Int?, name: String) throws(TransportError) {
+        try self.init(count: count ?? Int(uv_available_parallelism())) { index throws(TransportError) in
+            try UVEventLoop(index: index, name: "\(name)-\(index)")
         }
     }
 
-    /// Stops every loop and joins its thread; returns what `uv_loop_close` gave for each
-    /// loop. Idempotent: later calls return the first call's results.
-    @discardableResult
-    func stop() -> [Int32] {
-        stopped.withLock { results in
-            if let results { return results }
-            for loop in loops { loop.stopAndJoin() }
-            let closed = loops.map { $0.closeResult ?? UV_EBUSY.rawValue }
-            results = closed
-            return closed
-        }
+    /// What `uv_loop_close` gave for each loop, once stopped (nil before).
+    var closeResults: [Int32]? {
+        let results = loops.map(\.closeResult)
+        if results.contains(where: { $0 == nil }) { return nil }
+        return results.map { $0! }
     }
-
-    /// What `uv_loop_close` gave for each loop, once stopped.
-    var closeResults: [Int32]? { stopped.withLock { $0 } }
 }

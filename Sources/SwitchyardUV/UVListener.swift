@@ -1,5 +1,6 @@
 import CLibUV
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// A listening `uv_tcp_t` on one loop; accepted connections are spread round-robin over
@@ -33,18 +34,17 @@ final class UVListener: Listener, @unchecked Sendable {
 
     let loop: UVEventLoop
     private let group: UVEventLoopGroup
-    private let registry: UVResourceRegistry
+    private let registry: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
     private let fd: Int32
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVListener?
     private let closing = Atomic<Bool>(false)
     private let descriptorOpen = Mutex(true)
-    private let onClose: @Sendable (UVListener) -> Void
 
     private init(
         tcp: UnsafeMutablePointer<uv_tcp_t>, fd: Int32, local: Endpoint, loop: UVEventLoop, group: UVEventLoopGroup,
-        registry: UVResourceRegistry, settings: UVSocketSettings, onClose: @escaping @Sendable (UVListener) -> Void
+        registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings
     ) {
         self.tcp = tcp
         self.fd = fd
@@ -54,15 +54,14 @@ final class UVListener: Listener, @unchecked Sendable {
         self.group = group
         self.registry = registry
         self.settings = settings
-        self.onClose = onClose
         tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         keepAlive = self
     }
 
     /// Binds and listens on `loop`. Call on the loop.
     static func open(
-        address: UVSocketAddress, backlog: Int, loop: UVEventLoop, group: UVEventLoopGroup,
-        registry: UVResourceRegistry, settings: UVSocketSettings, onClose: @escaping @Sendable (UVListener) -> Void
+        address: SocketAddress, backlog: Int, loop: UVEventLoop, group: UVEventLoopGroup,
+        registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings
     ) throws(TransportError) -> UVListener {
         loop.assertInLoop()
         let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
@@ -76,17 +75,17 @@ final class UVListener: Listener, @unchecked Sendable {
             return UVErrorTable.error(status, "\(what) \(address)")
         }
         // libuv sets SO_REUSEADDR; an address in use shows at bind or at listen.
-        let bindStatus = address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }
+        let bindStatus = address.withSockaddr { pointer, _ in uv_tcp_bind(tcp, pointer, 0) }
         if bindStatus < 0 { throw fail(bindStatus, "binding") }
         let local: Endpoint
-        switch UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
+        switch SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
         case .success(let address): local = address.endpoint
         case .failure(let status): throw fail(status.code, "reading the address of")
         }
         let fd = csy_uv_tcp_fileno(tcp)
         if fd < 0 { throw fail(fd, "reading the descriptor of") }
         let listener = UVListener(
-            tcp: tcp, fd: fd, local: local, loop: loop, group: group, registry: registry, settings: settings, onClose: onClose)
+            tcp: tcp, fd: fd, local: local, loop: loop, group: group, registry: registry, settings: settings)
         let status = uv_listen(csy_uv_tcp_stream(tcp), Int32(clamping: backlog), { server, status in
             let listener = Unmanaged<UVListener>.fromOpaque(server!.pointee.data).takeUnretainedValue()
             listener.accept(status)
@@ -108,7 +107,7 @@ final class UVListener: Listener, @unchecked Sendable {
         }
         connections.finish()
         loop.submit({ self.release() }, otherwise: {})
-        onClose(self)
+        registry.listenerClosed(self)
     }
 
     /// Closes the handle (and with it the descriptor). Call on the loop.
@@ -181,16 +180,16 @@ final class UVListener: Listener, @unchecked Sendable {
     /// `knownLocal` is its local address when the listener's own tells it (else it is read).
     private static func adopt(
         _ tcp: UnsafeMutablePointer<uv_tcp_t>, local knownLocal: Endpoint?, on loop: UVEventLoop,
-        registry: UVResourceRegistry, settings: UVSocketSettings, connections: AcceptedConnections
+        registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings, connections: AcceptedConnections
     ) {
         settings.apply(to: tcp)
-        let local = knownLocal ?? (try? UVSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
-        guard let local, case .success(let remote) = UVSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
+        let local = knownLocal ?? (try? SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
+        guard let local, case .success(let remote) = SocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
             uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
             return
         }
         let connection = UVConnection(
-            tcp: tcp, loop: loop, local: local, remote: remote.endpoint, registry: registry,
+            tcp: tcp, loop: loop, local: local, remote: remote.endpoint, lifecycle: registry,
             stallDetection: settings.stallTimeout != nil)
         guard connection.activate() else { return }
         if !connections.yield(connection) { connection.close() }

@@ -2,6 +2,8 @@ import CLibUV
 import CSwitchyardPosix
 import Glibc
 public import Switchyard
+import SwitchyardBackendKit
+import SwitchyardBackendKit
 import Synchronization
 
 /// The libuv backend (`"libuv"`): `uv_tcp` connections and listeners on libuv loops, one
@@ -80,15 +82,8 @@ public final class UVTransport: Transport {
     public let configuration: Configuration
 
     private let group: UVEventLoopGroup
-    private let resources = UVResourceRegistry()
+    private let lifecycle: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
-
-    private struct State {
-        var accepting = true
-        var stopped = false
-        var listeners: [ObjectIdentifier: UVListener] = [:]
-    }
-    private let state = Mutex(State())
 
     /// Starts the transport's event loops.
     /// - Throws: ``TransportError`` when a loop or its thread cannot be made.
@@ -108,6 +103,7 @@ public final class UVTransport: Transport {
         // waits for fewer (or no) RCU grace periods.
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
+        lifecycle = TransportLifecycle(group: group)
     }
 
     /// Starts the transport's event loops, with the configuration's stall timeout (or
@@ -125,10 +121,10 @@ public final class UVTransport: Transport {
     public var loopCloseResults: [Int32]? { group.closeResults }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try lifecycle.ensureAccepting()
         try Endpoint.validate(host: endpoint.host)
         let connector = UVConnector(
-            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: resources, settings: settings)
+            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 connector.start(continuation)
@@ -139,28 +135,25 @@ public final class UVTransport: Transport {
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
-        guard state.withLock({ $0.accepting }) else { throw TransportError.transportShutdown() }
+        try lifecycle.ensureAccepting()
         try Endpoint.validate(host: endpoint.host)
         let loop = group.next()
-        let address: UVSocketAddress
-        if let literal = try UVSocketAddress(literal: endpoint) {
+        let address: SocketAddress
+        if let literal = try SocketAddress(literal: endpoint) {
             address = literal
         } else {
             address = try await Self.resolveForListening(endpoint, on: loop)
         }
         let group = self.group
-        let resources = self.resources
+        let lifecycle = self.lifecycle
         let settings = self.settings
         let backlog = options.backlog
-        let onClose: @Sendable (UVListener) -> Void = { [weak self] listener in
-            _ = self?.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(listener)) }
-        }
         let listener = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UVListener, any Error>) in
             loop.submit({
                 do {
                     continuation.resume(returning: try UVListener.open(
-                        address: address, backlog: backlog, loop: loop, group: group, registry: resources,
-                        settings: settings, onClose: onClose))
+                        address: address, backlog: backlog, loop: loop, group: group, registry: lifecycle,
+                        settings: settings))
                 } catch {
                     continuation.resume(throwing: error)
                 }
@@ -168,30 +161,19 @@ public final class UVTransport: Transport {
                 continuation.resume(throwing: TransportError.transportShutdown())
             })
         }
-        let admitted = state.withLock { state -> Bool in
-            guard state.accepting else { return false }
-            state.listeners[ObjectIdentifier(listener)] = listener
-            return true
-        }
-        guard admitted else {
-            listener.close()
-            throw TransportError.transportShutdown()
-        }
+        try lifecycle.admit(listener)
         return listener
     }
 
     /// The first address of a host name to listen on, resolved with `uv_getaddrinfo`.
-    private static func resolveForListening(_ endpoint: Endpoint, on loop: UVEventLoop) async throws -> UVSocketAddress {
+    private static func resolveForListening(_ endpoint: Endpoint, on loop: UVEventLoop) async throws -> SocketAddress {
         let host = endpoint.host
-        let lowered = host.lowercased()
-        if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
-            throw TransportError.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")
-        }
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UVSocketAddress, any Error>) in
+        try NameResolution.checkResolvable(host)
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SocketAddress, any Error>) in
             final class Pending {
-                let continuation: CheckedContinuation<UVSocketAddress, any Error>
+                let continuation: CheckedContinuation<SocketAddress, any Error>
                 let host: String
-                init(_ continuation: CheckedContinuation<UVSocketAddress, any Error>, host: String) {
+                init(_ continuation: CheckedContinuation<SocketAddress, any Error>, host: String) {
                     self.continuation = continuation
                     self.host = host
                 }
@@ -206,12 +188,12 @@ public final class UVTransport: Transport {
                 let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
                     let pending = Unmanaged<Pending>.fromOpaque(request!.pointee.data).takeRetainedValue()
                     request!.deallocate()
-                    var first: UVSocketAddress?
+                    var first: SocketAddress?
                     var cursor = list
                     while let entry = cursor, first == nil {
                         if let address = entry.pointee.ai_addr,
                            address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
-                            first = UVSocketAddress(address)
+                            first = SocketAddress(address)
                         }
                         cursor = entry.pointee.ai_next
                     }
@@ -235,49 +217,16 @@ public final class UVTransport: Transport {
         }
     }
 
-    /// Stops accepting new work and closes every listener.
-    private func stopAccepting() {
-        let listeners = state.withLock { state -> [UVListener] in
-            state.accepting = false
-            let listeners = Array(state.listeners.values)
-            state.listeners.removeAll()
-            return listeners
-        }
-        for listener in listeners { listener.close() }
-    }
-
     public func shutdown(gracePeriod: Duration) async {
-        stopAccepting()
-        let deadline = ContinuousClock.now + gracePeriod
-        while resources.count > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        await shutdownNow()
+        await lifecycle.shutdown(gracePeriod: gracePeriod)
     }
 
     public func shutdownNow() async {
-        stopAccepting()
-        guard state.withLock({ state in
-            if state.stopped { return false }
-            state.stopped = true
-            return true
-        }) else {
-            // A second call waits for the first to finish stopping the loops.
-            group.stop()
-            return
-        }
-        for resource in resources.close() {
-            resource.loop.submit({ resource.terminate(with: .transportShutdown()) }, otherwise: {})
-        }
-        // A barrier: every terminate above (and every listener release) has run once each
-        // loop has run this; handles they closed finish closing before the loops end.
-        await group.onEveryLoop { _ in }
-        group.stop()
+        await lifecycle.shutdownNow()
     }
 
     deinit {
-        // A transport dropped without shutdown: stop its loops, unless the last reference
-        // went away on one of them (a loop cannot join itself; its threads then leak).
-        if !group.loops.contains(where: { $0.inEventLoop }) { group.stop() }
+        // Dropped without a shutdown: end everything the same way, synchronously.
+        lifecycle.shutdownFromDeinit()
     }
 }

@@ -89,7 +89,7 @@ public struct PendingWrites {
 
     /// Removes every entry. The completions of the leading entries that `bytesTaken`
     /// covers in full go to `succeeded`, the rest to `failed`, in order.
-    mutating func removeAll(bytesTaken: Int, succeeded: inout [WriteCompletion], failed: inout [WriteCompletion]) {
+    public mutating func removeAll(bytesTaken: Int, succeeded: inout [WriteCompletion], failed: inout [WriteCompletion]) {
         var taken = bytesTaken
         var broken = false
         for entry in entries {

@@ -1,5 +1,6 @@
 import DequeModule
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// One direction of an in-memory connection: the reader's receive buffer, which the
@@ -81,7 +82,7 @@ final class MemoryPipe: Sendable {
 
     /// Moves as many queued bytes as fit into the receive buffer, in order. Whole
     /// writes that fit move without a copy.
-    func move(from queue: inout WriteQueue) -> MoveResult {
+    func move(from queue: inout PendingWrites) -> MoveResult {
         state.withLock { state in
             if state.readerGone { return queue.bytes > 0 ? .peerGone : .moved(count: 0, wake: nil) }
             var room = max(0, capacity - state.buffered)

@@ -8,7 +8,7 @@ import Synchronization
 /// Listeners and connections reference the core, not the transport, and the core holds
 /// them only while they are open, so closing them breaks every cycle.
 final class MemoryTransportCore: Sendable {
-    let group: EpollEventLoopGroup
+    let group: EventLoopGroup<WorkerEventLoop>
 
     /// The lifecycle. Transitions only go forward:
     /// `running` → `draining` (shutdown with a grace period: listeners closed, new
@@ -32,7 +32,7 @@ final class MemoryTransportCore: Sendable {
     /// handed over after is silently dropped: the caller is told to act on its own.
     private let gate = Mutex(true)
 
-    init(group: EpollEventLoopGroup) {
+    init(group: EventLoopGroup<WorkerEventLoop>) {
         self.group = group
     }
 
@@ -42,7 +42,7 @@ final class MemoryTransportCore: Sendable {
 
     /// Runs `work` on `loop` unless the transport's loops have stopped; returns whether
     /// it was handed over.
-    func submit(to loop: EpollEventLoop, _ work: @escaping @Sendable () -> Void) -> Bool {
+    func submit(to loop: WorkerEventLoop, _ work: @escaping @Sendable () -> Void) -> Bool {
         gate.withLock { open in
             if open { loop.execute(work) }
             return open
