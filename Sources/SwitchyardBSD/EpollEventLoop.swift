@@ -51,8 +51,6 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
     private var timerSequence: UInt64 = 0
     /// Work deferred to the end of the current turn (not inline in a user's call).
     private let deferred = DeferredWork()
-    /// The spare array the task queue's batches are swapped with.
-    private var taskBatch: [@Sendable () -> Void] = []
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -242,7 +240,7 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
 
     private func runTasks() {
         if !tasks.mayHaveWork { return }
-        tasks.runBatch(spare: &taskBatch) { deferred.run() }
+        tasks.runBatch { deferred.run() }
     }
 
     // MARK: stopping

@@ -40,8 +40,6 @@ final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
     private var localStopped = false
     /// Work deferred to the end of the current libuv callback.
     private let deferred = DeferredWork()
-    /// The spare array the task queue's batches are swapped with.
-    private var taskBatch: [@Sendable () -> Void] = []
 
     /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
     /// every handle was closed, `UV_EBUSY` when one was left open (a leak).
@@ -162,7 +160,7 @@ final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
     }
 
     private func runTasks() {
-        tasks.runBatch(spare: &taskBatch) { deferred.run() }
+        tasks.runBatch { deferred.run() }
         localWakePending = false
         if !localTasks.isEmpty {
             // Work queued by these tasks on the loop runs on the next wake-up, so a task

@@ -7,7 +7,10 @@ import Synchronization
 ///
 /// The loop takes a whole batch at once by swapping arrays under the lock, so taking
 /// neither copies nor allocates.
-public final class LoopTaskQueue: Sendable {
+///
+/// Safety of `@unchecked Sendable`: the queue is behind its lock and the hint is atomic;
+/// `spare` is touched only by the loop (in ``runBatch(after:)``).
+public final class LoopTaskQueue: @unchecked Sendable {
     /// What ``submit(_:wakeNeeded:)`` did.
     public enum Submission: Sendable {
         /// Queued; wake the loop if `wake` (the first submitter since the last batch).
@@ -25,6 +28,9 @@ public final class LoopTaskQueue: Sendable {
     /// Set with every submission, so the loop skips the lock on turns with nothing
     /// queued (almost every turn under I/O load).
     private let queued = Atomic<Bool>(false)
+    /// The array the loop trades with the queue's, so taking a batch neither copies nor
+    /// allocates. Loop-confined.
+    private var spare: [@Sendable () -> Void] = []
 
     public init() {}
 
@@ -53,8 +59,9 @@ public final class LoopTaskQueue: Sendable {
     public var mayHaveWork: Bool { queued.load(ordering: .acquiring) }
 
     /// Runs the queued batch, one item at a time, calling `after` after each (to run the
-    /// work it deferred). `spare` is the loop's spare array (empty; returned empty).
-    public func runBatch(spare: inout [@Sendable () -> Void], after: () -> Void) {
+    /// work it deferred). Call on the loop; an item may call it again (a nested run takes
+    /// what was queued since).
+    public func runBatch(after: () -> Void) {
         queued.store(false, ordering: .relaxed)
         var batch: [@Sendable () -> Void] = []
         swap(&batch, &spare)

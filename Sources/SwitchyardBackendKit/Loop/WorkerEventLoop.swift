@@ -12,7 +12,7 @@ import Synchronization
 /// (valid only on the loop), and once stopped it refuses work (``submit(_:)`` returns
 /// false) so that nothing is dropped silently.
 ///
-/// Safety of `@unchecked Sendable`: `deferred`, `taskBatch` and `running` are touched
+/// Safety of `@unchecked Sendable`: `deferred` and `running` are touched
 /// only on the loop's thread; the task queue is locked, `threadID` atomic, the rest
 /// immutable.
 public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
@@ -20,7 +20,6 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
     private let wakeFD: CInt
     private let tasks = LoopTaskQueue()
     private let deferred = DeferredWork()
-    private var taskBatch: [@Sendable () -> Void] = []
     private let threadID = Atomic<UInt>(0)
     private var thread: LoopThread?
     private var running = true
@@ -87,13 +86,13 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
                 _ = poll(&descriptor, 1, -1)
                 try? Posix.eventfdDrain(wakeFD)
             }
-            tasks.runBatch(spare: &taskBatch) { deferred.run() }
+            tasks.runBatch { deferred.run() }
             deferred.run()
         }
         // Drain what is left so no continuation is stranded, then refuse more.
-        tasks.runBatch(spare: &taskBatch) { deferred.run() }
+        tasks.runBatch { deferred.run() }
         tasks.stop()
-        tasks.runBatch(spare: &taskBatch) { deferred.run() }
+        tasks.runBatch { deferred.run() }
         threadID.store(0, ordering: .releasing)
     }
 
