@@ -76,7 +76,7 @@ let package = Package(
         .target(
             name: "SwitchyardUV",
             dependencies: [
-                "Switchyard", "CLibUV", "CSwitchyardPosix",
+                "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
