@@ -179,7 +179,9 @@ public enum ConformanceKit {
     /// opened during the run is left open.
     ///
     /// - Throws: a ``ConformanceFailure``: the scenario's own, one for an unexpected
-    ///   error, one when the scenario exceeds its time limit, or one for a leak.
+    ///   error, one when the scenario exceeds its time limit, or one for a leak; or a
+    ///   ``ConformanceSkip`` when the scenario could not run here (after the same
+    ///   shutdown and leak check: a skipped scenario that leaked fails).
     public static func run(
         _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2)
@@ -211,6 +213,7 @@ public enum ConformanceKit {
 
         let started = ContinuousClock.now
         var scenarioFailure: ConformanceFailure?
+        var scenarioSkip: ConformanceSkip?
         do {
             let limit = scenario.timeLimit
             try await raceAgainstDeadline(limit, onTimeout: { failure("the scenario did not finish within \(limit); it hangs or is far too slow") }) {
@@ -218,6 +221,8 @@ public enum ConformanceKit {
             }
         } catch let error as ConformanceFailure {
             scenarioFailure = error
+        } catch let skip as ConformanceSkip {
+            scenarioSkip = skip
         } catch {
             scenarioFailure = failure("the scenario threw an unexpected error: \(error)")
         }
@@ -261,6 +266,9 @@ public enum ConformanceKit {
             let leak = failure(problems.joined(separator: "; "))
             context.log("FAILED after \(elapsed): \(leak.message)")
             throw leak
+        }
+        if let scenarioSkip {
+            throw scenarioSkip
         }
         context.log("passed in \(elapsed)")
     }

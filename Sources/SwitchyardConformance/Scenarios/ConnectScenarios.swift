@@ -81,8 +81,7 @@ extension ConformanceScenario {
         checklist: ["A13", "H1"]
     ) { context in
         guard hostHasIPv6Loopback() else {
-            context.log("SKIPPED: this host cannot bind [::1] (no IPv6 loopback)")
-            return
+            try context.skip("this host cannot bind [::1] (no IPv6 loopback)")
         }
         let listener = try await context.listen(host: "::1")
         defer { listener.close() }

@@ -4,7 +4,7 @@ import Switchyard
 // joined by a veth pair (`FaultNetwork`), the client transport's loops in one and the
 // server transport's in the other, both with a stall timeout; faults made with `ip link`
 // and nft. Every socket pair runs them; they need root (and ip, nft), and say so in one
-// line and pass without it. The in-memory backend has no sockets and skips them.
+// line and are reported skipped without it; so are pairs without TCP sockets.
 //
 // Each prints the detection time it measured, and holds it to the bound the design
 // sets: a stall ends the call with `unavailable` (stalled) within the stall timeout plus
@@ -127,23 +127,21 @@ struct FaultRig: Sendable {
 
 extension ConformanceContext {
     /// Runs `body` with a fault network of `layout` and transports of this pair on both
-    /// sides of it, each made inside its namespace with the stall timeout. Skips (one
-    /// line, and returns) without root or tools, and for a backend without sockets.
+    /// sides of it, each made inside its namespace with the stall timeout. Skips the
+    /// scenario (``ConformanceSkip``) without root or tools, and for a backend without
+    /// TCP sockets.
     /// Everything it made is removed afterwards, also when `body` fails.
     func withFaultNetwork(
         _ layout: FaultNetwork.Layout = .direct, _ body: @escaping @Sendable (FaultRig) async throws -> Void
     ) async throws {
         guard let clientBackend = clientTransportBackend, let serverBackend = serverTransportBackend else {
-            log("skipped: the runner did not say which backends to make transports of")
-            return
+            try skip("the runner did not say which backends to make transports of")
         }
         guard clientBackend.network == "tcp" && serverBackend.network == "tcp" else {
-            log("skipped: \(pair) has no TCP sockets to put in network namespaces")
-            return
+            try skip("\(pair) has no TCP sockets to put in network namespaces")
         }
         if let reason = FaultNetwork.unavailableReason {
-            log("skipped: \(reason) (network namespaces, veth, nft)")
-            return
+            try skip("\(reason) (network namespaces, veth, nft)")
         }
         let network: FaultNetwork
         do {
