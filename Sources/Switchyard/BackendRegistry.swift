@@ -16,19 +16,28 @@ public struct TransportBackend: Sendable {
     /// its own process-wide table (`"memory"`); a backend over another kind of socket
     /// (Unix-domain, say) names its own.
     public var network: String
+    /// Where to listen on this backend for a local test, the conformance kit's listeners
+    /// among them: an endpoint a client of the same ``network`` in this process reaches.
+    /// Called once per listener; by default `127.0.0.1`, port 0 (a free port). A backend
+    /// whose addresses are not hosts and ports names its own: a Unix-domain backend, a
+    /// fresh socket path in a temporary folder each call.
+    public var localEndpoint: @Sendable () -> Endpoint
     /// Makes a transport; may throw a ``TransportError``.
     public var make: @Sendable (TransportConfiguration) throws -> any Transport
 
     /// A backend on `network`; by default `"tcp"` for a backend with sockets, else a
-    /// network of its own named after it.
+    /// network of its own named after it. `localEndpoint` by default gives
+    /// `127.0.0.1`, port 0.
     public init(
         name: String, summary: String, usesSockets: Bool, network: String? = nil,
+        localEndpoint: (@Sendable () -> Endpoint)? = nil,
         make: @escaping @Sendable (TransportConfiguration) throws -> any Transport
     ) {
         self.name = name
         self.summary = summary
         self.usesSockets = usesSockets
         self.network = network ?? (usesSockets ? "tcp" : name)
+        self.localEndpoint = localEndpoint ?? { Endpoint(host: "127.0.0.1", port: 0) }
         self.make = make
     }
 }

@@ -1,28 +1,48 @@
-/// Where to connect or listen: a host and a TCP port.
+/// Where to connect or listen: a host and a TCP port, or the path of a Unix-domain socket.
 ///
 /// The host is an IPv4 literal (`127.0.0.1`), an IPv6 literal (`::1`, optionally with a
 /// zone, `fe80::1%eth0`) or a host name (`localhost`). Literals are recognised here,
 /// without libc, so a backend never sends a literal to the resolver; names are resolved
 /// by the backend, off its event loops.
+///
+/// A path endpoint (``init(unixPath:)``, written `unix:/run/app.sock`) names a socket in
+/// the file system; a path that starts with `@` names one in Linux's abstract namespace
+/// (no file; `@name`, as `ss` shows it). Only a backend of a Unix-domain network
+/// connects or listens there; the TCP and in-memory backends refuse a path endpoint with
+/// `invalidArgument`, reason `invalid address`. A path endpoint's ``host`` is empty and
+/// its ``port`` 0.
 public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
     /// The host as given: a literal or a name. IPv6 literals are stored without brackets.
+    /// Empty for a path endpoint.
     public var host: String
-    /// The TCP port, 0...65535. 0 when listening asks the system for a free port.
+    /// The TCP port, 0...65535. 0 when listening asks the system for a free port, and for
+    /// a path endpoint.
     public var port: Int
+    /// The Unix-domain socket path of a path endpoint (``init(unixPath:)``), nil for a
+    /// host and port. Empty for an unnamed socket (a peer that did not bind a name).
+    public var path: String?
+
+    /// The longest path a Unix-domain socket address holds, in UTF-8 bytes (Linux's
+    /// `sun_path` is 108 bytes, one of them for the terminating NUL, or the leading NUL
+    /// of an abstract name).
+    public static let maximumPathLength = 107
 
     /// What kind of host an endpoint names.
     public struct HostKind: Sendable, Hashable, CustomStringConvertible {
-        private enum Value: Sendable, Hashable { case ipv4, ipv6, name }
+        private enum Value: Sendable, Hashable { case ipv4, ipv6, name, path }
         private let value: Value
         private init(_ value: Value) { self.value = value }
         public static let ipv4 = HostKind(.ipv4)
         public static let ipv6 = HostKind(.ipv6)
         public static let name = HostKind(.name)
+        /// A Unix-domain socket path (a path endpoint has no host).
+        public static let path = HostKind(.path)
         public var description: String {
             switch value {
             case .ipv4: "IPv4"
             case .ipv6: "IPv6"
             case .name: "name"
+            case .path: "path"
             }
         }
     }
@@ -37,14 +57,32 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         }
         self.host = host
         self.port = port
+        self.path = nil
     }
 
-    /// Parses `host:port`, `[v6]:port` or a bare `v6` literal with a port.
+    /// Makes the endpoint of a Unix-domain socket at `path` (a file system path, or
+    /// `@name` in the abstract namespace). Not checked here: ``validate(path:)`` says
+    /// whether it fits a socket address, and a backend checks it before use.
+    public init(unixPath path: String) {
+        self.host = ""
+        self.port = 0
+        self.path = path
+    }
+
+    /// Parses `host:port`, `[v6]:port` (an IPv6 literal in brackets), or `unix:PATH`
+    /// (a Unix-domain socket path; `unix:@name` for the abstract namespace).
     /// - Throws: ``TransportError`` with code `invalidArgument` and reason
-    ///   `invalid address` when the text is not an endpoint.
+    ///   `invalid address` when the text is not an endpoint, or the path is empty, holds
+    ///   a NUL byte or is longer than ``maximumPathLength`` bytes.
     public init(parsing text: String) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'\(text)' is not an endpoint: \(why)")
+        }
+        if text.hasPrefix("unix:") {
+            let path = String(text.dropFirst("unix:".count))
+            try Endpoint.validate(path: path)
+            self.init(unixPath: path)
+            return
         }
         let hostPart: Substring
         let portPart: Substring
@@ -80,16 +118,34 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Whether the host is an IPv4 literal, an IPv6 literal or a name.
+    /// Checks that `path` fits a Unix-domain socket address: not empty, no NUL byte, at
+    /// most ``maximumPathLength`` UTF-8 bytes.
+    /// - Throws: `invalidArgument`, reason `invalid address`, naming the path.
+    public static func validate(path: String) throws(TransportError) {
+        func bad(_ why: String) -> TransportError {
+            TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'unix:\(path)' is not a Unix-domain socket address: \(why)")
+        }
+        if path.isEmpty || path == "@" { throw bad("the path is empty") }
+        if path.utf8.contains(0) { throw bad("the path holds a NUL byte") }
+        if path.utf8.count > maximumPathLength {
+            throw bad("the path is \(path.utf8.count) bytes long; a socket address holds at most \(maximumPathLength)")
+        }
+    }
+
+    /// Whether the host is an IPv4 literal, an IPv6 literal or a name; ``HostKind/path``
+    /// for a path endpoint.
     public var hostKind: HostKind {
+        if path != nil { return .path }
         if IPAddress.parseIPv4(host) != nil { return .ipv4 }
         if IPAddress.parseIPv6(host) != nil { return .ipv6 }
         return .name
     }
 
-    /// `host:port`, with brackets around an IPv6 literal.
+    /// `host:port`, with brackets around an IPv6 literal; `unix:PATH` for a path
+    /// endpoint (`unix:` alone for an unnamed socket).
     public var description: String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        if let path { return "unix:\(path)" }
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 }
 

@@ -53,7 +53,7 @@ public final class BSDTransport: Transport {
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
-        try Endpoint.validate(host: endpoint.host)
+        try NameResolution.checkHostAndPort(endpoint)
         let start = ContinuousClock.now
         let addresses = try await Resolver.resolve(endpoint)
         var lastError: TransportError?
@@ -86,7 +86,7 @@ public final class BSDTransport: Transport {
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
         try lifecycle.ensureAccepting()
-        try Endpoint.validate(host: endpoint.host)
+        try NameResolution.checkHostAndPort(endpoint)
         let address: SocketAddress
         if let literal = try SocketAddress(literal: endpoint) {
             address = literal

@@ -2,6 +2,9 @@ public import Switchyard
 
 /// The name-resolution rules every backend keeps, written once.
 ///
+/// - An endpoint of another network never reaches a socket: a path endpoint
+///   (``Endpoint/init(unixPath:)``) at a backend of hosts and ports is refused at once
+///   with `invalidArgument`, reason `invalid address`, naming it (``checkHostAndPort(_:)``).
 /// - IP literals never reach a resolver.
 /// - Names under the special-use `.invalid` top-level domain fail at once without a
 ///   query, as RFC 6761 section 6.4 asks of resolver libraries: `unavailable`, reason
@@ -9,6 +12,20 @@ public import Switchyard
 /// - Any other failure to resolve fails the connect at once with the same code and
 ///   reason (never after a timeout).
 public enum NameResolution {
+    /// Checks an endpoint a backend of hosts and ports (TCP, or the in-memory network)
+    /// was given to connect to or listen on: a host and port, the host a literal or a
+    /// well-formed name. Call it first in `connect(to:)` and `listen(on:)`.
+    /// - Throws: `invalidArgument`/`invalid address`, naming the endpoint, for a path
+    ///   endpoint or a malformed host.
+    public static func checkHostAndPort(_ endpoint: Endpoint) throws(TransportError) {
+        if endpoint.path != nil {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidAddress,
+                message: "\(endpoint) is a Unix-domain socket path; this backend connects and listens on a host and port")
+        }
+        try Endpoint.validate(host: endpoint.host)
+    }
+
     /// Throws `unavailable`/`name resolution` for a name that must never resolve.
     public static func checkResolvable(_ host: String) throws(TransportError) {
         let lowered = host.lowercased()

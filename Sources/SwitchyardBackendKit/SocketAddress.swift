@@ -22,8 +22,11 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The address of an endpoint whose host is an IP literal; nil for a host name.
-    /// - Throws: `invalidArgument` for an IPv6 zone that names no interface.
+    /// - Throws: `invalidArgument` for an IPv6 zone that names no interface, and
+    ///   `invalidArgument`/`invalid address` for a path endpoint (see
+    ///   ``NameResolution/checkHostAndPort(_:)``).
     public init?(literal endpoint: Endpoint) throws(TransportError) {
+        if endpoint.path != nil { try NameResolution.checkHostAndPort(endpoint) }
         var storage = sockaddr_storage()
         if let v4 = IPAddress.parseIPv4(endpoint.host) {
             var address = sockaddr_in()

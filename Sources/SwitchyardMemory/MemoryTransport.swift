@@ -80,6 +80,7 @@ public final class MemoryTransport: Transport {
             throw TransportError(code: .cancelled, reason: .taskCancelled, message: "the connecting task was cancelled")
         }
         guard core.isRunning else { throw .transportShutdown("connect after the transport was shut down") }
+        try NameResolution.checkHostAndPort(endpoint)
         let targets = try MemoryHost.resolve(endpoint.host).map(MemoryHost.connectTarget)
         let route = try MemoryNetwork.shared.route(to: targets, port: endpoint.port)
 
@@ -119,6 +120,7 @@ public final class MemoryTransport: Transport {
 
     private func listenNow(on endpoint: Endpoint) throws(TransportError) -> MemoryListener {
         guard core.isRunning else { throw .transportShutdown("listen after the transport was shut down") }
+        try NameResolution.checkHostAndPort(endpoint)
         let host = try MemoryHost.resolve(endpoint.host)[0]
         let core = self.core
         let listener = try MemoryNetwork.shared.bind(host: host, port: endpoint.port) { port in

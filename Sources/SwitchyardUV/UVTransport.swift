@@ -122,7 +122,7 @@ public final class UVTransport: Transport {
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
-        try Endpoint.validate(host: endpoint.host)
+        try NameResolution.checkHostAndPort(endpoint)
         let connector = UVConnector(
             loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings)
         return try await withTaskCancellationHandler {
@@ -136,7 +136,7 @@ public final class UVTransport: Transport {
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
         try lifecycle.ensureAccepting()
-        try Endpoint.validate(host: endpoint.host)
+        try NameResolution.checkHostAndPort(endpoint)
         let loop = group.next()
         let address: SocketAddress
         if let literal = try SocketAddress(literal: endpoint) {

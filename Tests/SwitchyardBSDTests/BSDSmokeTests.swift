@@ -28,4 +28,19 @@ struct BSDSmokeTests {
         try await server.value
         await transport.shutdownNow()
     }
+
+    @Test("A path endpoint is refused in connect and listen with invalidArgument (invalid address)")
+    func pathEndpointIsRefused() async throws {
+        let transport = try BSDTransport(configuration: TransportConfiguration(eventLoopCount: 1))
+        let path = Endpoint(unixPath: "/tmp/switchyard-bsd.sock")
+        for operation in ["connect", "listen"] {
+            await #expect {
+                if operation == "connect" { _ = try await transport.connect(to: path) } else { _ = try await transport.listen(on: path) }
+            } throws: { error in
+                guard let error = error as? TransportError else { return false }
+                return error.code == .invalidArgument && error.reason == .invalidAddress && error.message.contains("unix:/tmp/switchyard-bsd.sock")
+            }
+        }
+        await transport.shutdownNow()
+    }
 }

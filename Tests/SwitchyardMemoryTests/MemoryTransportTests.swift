@@ -82,6 +82,21 @@ struct MemoryTransportTests {
         }
     }
 
+    @Test("a path endpoint is refused in connect and listen with invalidArgument (invalid address)")
+    func pathEndpointIsRefused() async throws {
+        try await withTransports { client, server in
+            let path = Endpoint(unixPath: "/tmp/switchyard-memory.sock")
+            let connectError = try await connectError(client, to: path)
+            #expect(connectError.code == .invalidArgument && connectError.reason == .invalidAddress)
+            #expect(connectError.message.contains("unix:/tmp/switchyard-memory.sock"))
+            await #expect {
+                _ = try await server.listen(on: path)
+            } throws: { error in
+                (error as? TransportError)?.reason == .invalidAddress
+            }
+        }
+    }
+
     @Test("names other than localhost fail at once with name resolution; localhost works")
     func nameResolution() async throws {
         try await withTransports { client, server in

@@ -57,6 +57,35 @@ struct EndpointTests {
             #expect(IPAddress.parseIPv4(bad) == nil, "\(bad) should not parse")
         }
     }
+
+    @Test("A path endpoint parses from unix:PATH, prints as it parses, and keeps host and port empty")
+    func pathEndpoint() throws {
+        let endpoint = try Endpoint(parsing: "unix:/run/app.sock")
+        #expect(endpoint == Endpoint(unixPath: "/run/app.sock"))
+        #expect(endpoint.path == "/run/app.sock")
+        #expect(endpoint.host == "" && endpoint.port == 0)
+        #expect(endpoint.hostKind == .path)
+        #expect(endpoint.description == "unix:/run/app.sock")
+        #expect(try Endpoint(parsing: endpoint.description) == endpoint)
+        #expect(try Endpoint(parsing: "unix:@switchyard").path == "@switchyard")
+        #expect(try Endpoint(parsing: "unix:relative.sock").path == "relative.sock")
+        #expect(Endpoint(host: "127.0.0.1", port: 80).path == nil)
+        #expect(Endpoint(unixPath: "/a") != Endpoint(unixPath: "/b"))
+        let longest = "/" + String(repeating: "x", count: Endpoint.maximumPathLength - 1)
+        #expect(try Endpoint(parsing: "unix:" + longest).path == longest)
+    }
+
+    @Test("An empty, NUL-holding or too long path fails with invalidArgument naming it", arguments: [
+        "unix:", "unix:@", "unix:/a\u{0}b", "unix:/" + String(repeating: "x", count: Endpoint.maximumPathLength),
+    ])
+    func badPath(text: String) {
+        #expect {
+            try Endpoint(parsing: text)
+        } throws: { error in
+            guard let error = error as? TransportError else { return false }
+            return error.code == .invalidArgument && error.reason == .invalidAddress && error.message.contains(text)
+        }
+    }
 }
 
 @Suite("Backend registry")
@@ -95,6 +124,18 @@ struct BackendRegistryTests {
         #expect(BackendRegistry.selectName(explicit: nil, environment: env, default: "d") == "memory")
         #expect(BackendRegistry.selectName(explicit: "", environment: [:], default: "d") == "d")
         #expect(BackendRegistry.selectName(explicit: nil, environment: [BackendRegistry.environmentVariable: ""], default: "d") == "d")
+    }
+
+    @Test("A backend listens on 127.0.0.1, port 0, unless it names its own local endpoint")
+    func localEndpoint() {
+        // The initializer of before localEndpoint, trailing closure included, still compiles.
+        let tcp = TransportBackend(name: "t", summary: "", usesSockets: true) { _ in NoTransport() }
+        #expect(tcp.localEndpoint() == Endpoint(host: "127.0.0.1", port: 0))
+        #expect(tcp.network == "tcp")
+        let unix = TransportBackend(
+            name: "u", summary: "", usesSockets: true, network: "unix",
+            localEndpoint: { Endpoint(unixPath: "/tmp/u.sock") }, make: { _ in NoTransport() })
+        #expect(unix.localEndpoint().path == "/tmp/u.sock")
     }
 }
 

@@ -29,6 +29,21 @@ struct UVTransportTests {
         }
     }
 
+    @Test("A path endpoint is refused in connect and listen with invalidArgument (invalid address)")
+    func pathEndpointIsRefused() async throws {
+        let transport = try UVTransport(configuration: TransportConfiguration(eventLoopCount: 1))
+        let path = Endpoint(unixPath: "/tmp/switchyard-libuv.sock")
+        for operation in ["connect", "listen"] {
+            await #expect {
+                if operation == "connect" { _ = try await transport.connect(to: path) } else { _ = try await transport.listen(on: path) }
+            } throws: { error in
+                guard let error = error as? TransportError else { return false }
+                return error.code == .invalidArgument && error.reason == .invalidAddress && error.message.contains("unix:/tmp/switchyard-libuv.sock")
+            }
+        }
+        await transport.shutdownNow()
+    }
+
     @Test("Bytes echo intact through the async face, from 1 byte to 16 MiB")
     func echo() async throws {
         let transport = try UVTransport(configuration: TransportConfiguration(eventLoopCount: 2))
