@@ -145,15 +145,40 @@ public struct ConformanceContext: Sendable {
 
     // MARK: - Transports
 
-    /// Listens on `host`, port 0 by default, on the server transport.
-    public func listen(host: String = "127.0.0.1", port: Int = 0, file: String = #fileID, line: Int = #line) async throws -> any Listener {
+    /// Where the server transport listens when a scenario does not say: the server
+    /// backend's ``TransportBackend/localEndpoint`` (a fresh call each time), or
+    /// `127.0.0.1`, port 0, when the runner did not say which backend it is.
+    public func localEndpoint() -> Endpoint {
+        serverTransportBackend?.localEndpoint() ?? Endpoint(host: "127.0.0.1", port: 0)
+    }
+
+    /// Whether the server backend's network is one of socket paths (a Unix-domain
+    /// network) rather than of hosts and ports: its local endpoint is a path.
+    ///
+    /// Scenarios about IP (IPv6, names, the wildcard, network namespaces) skip there.
+    /// Connections are still told apart by their local address, so a backend of paths
+    /// must give each client socket a name of its own (Linux's autobind does). And a
+    /// Unix-domain socket has no reset: ``Connection/reset()`` is a close, which the peer
+    /// sees as `unavailable`/`reset` only when data it sent was left unread, and
+    /// otherwise as end of stream (a call: `unavailable`/`closed`).
+    public var listensOnPaths: Bool { localEndpoint().path != nil }
+
+    /// Listens on the server transport: on ``localEndpoint()`` by default; on `host`
+    /// (`127.0.0.1` if only a port is given) and `port` when either is given.
+    public func listen(host: String? = nil, port: Int = 0, file: String = #fileID, line: Int = #line) async throws -> any Listener {
+        let endpoint = host == nil && port == 0 ? localEndpoint() : Endpoint(host: host ?? "127.0.0.1", port: port)
+        return try await listen(on: endpoint, file: file, line: line)
+    }
+
+    /// Listens on `endpoint` on the server transport.
+    public func listen(on endpoint: Endpoint, file: String = #fileID, line: Int = #line) async throws -> any Listener {
         let server = self.server
         do {
-            return try await within(seconds: 10, "listen on \(Endpoint(host: host, port: port))", file: file, line: line) {
-                try await server.listen(on: Endpoint(host: host, port: port))
+            return try await within(seconds: 10, "listen on \(endpoint)", file: file, line: line) {
+                try await server.listen(on: endpoint)
             }
         } catch let error as TransportError {
-            throw failure("listen on \(Endpoint(host: host, port: port)) failed: \(error)", file: file, line: line)
+            throw failure("listen on \(endpoint) failed: \(error)", file: file, line: line)
         }
     }
 
@@ -182,19 +207,25 @@ public struct ConformanceContext: Sendable {
     }
 
     /// The endpoint a client connects to for `listener`: `host` (the host listened on)
-    /// and the listener's port.
+    /// and the listener's port; the listener's own address when it listens on a path.
     public func endpoint(of listener: any Listener, host: String = "127.0.0.1") -> Endpoint {
-        Endpoint(host: host, port: listener.localAddress.port)
+        target(of: listener.localAddress, host: host)
     }
 
-    /// A connected pair of raw connections, neither reading yet. The listener is closed
-    /// once the server side is accepted.
+    /// The endpoint a client connects to for a server listening on `address`: `host` and
+    /// its port, or the path itself.
+    public func target(of address: Endpoint, host: String = "127.0.0.1") -> Endpoint {
+        address.path != nil ? address : Endpoint(host: host, port: address.port)
+    }
+
+    /// A connected pair of raw connections, neither reading yet, over ``localEndpoint()``
+    /// (or `host`, when given). The listener is closed once the server side is accepted.
     public func connectedRawPair(
-        host: String = "127.0.0.1", file: String = #fileID, line: Int = #line
+        host: String? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> (client: any Connection, server: any Connection) {
         let listener = try await listen(host: host, file: file, line: line)
         defer { listener.close() }
-        let client = try await connect(to: endpoint(of: listener, host: host), file: file, line: line)
+        let client = try await connect(to: endpoint(of: listener, host: host ?? "127.0.0.1"), file: file, line: line)
         let server = try await accept(from: listener, file: file, line: line)
         return (client, server)
     }
@@ -202,7 +233,7 @@ public struct ConformanceContext: Sendable {
     /// A connected pair with the async face on both ends; the server side is taken from
     /// the listener's ``Listener/connections``. The listener is closed afterwards.
     public func connectedPair(
-        host: String = "127.0.0.1", file: String = #fileID, line: Int = #line
+        host: String? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> (client: AsyncConnection, server: AsyncConnection) {
         let (client, server) = try await connectedRawPair(host: host, file: file, line: line)
         return (AsyncConnection(client), AsyncConnection(server))

@@ -137,33 +137,35 @@ final class Collected<Value: Sendable>: Sendable {
 }
 
 extension ConformanceContext {
-    /// Starts a ``CallServer`` on the server transport (127.0.0.1, port 0) with the
+    /// Starts a ``CallServer`` on the server transport (``localEndpoint()``) with the
     /// handler face.
     func startCallServer(
         options: CallOptions = CallOptions(), file: String = #fileID, line: Int = #line,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
         let server = self.server
+        let endpoint = localEndpoint()
         return try await step("starting a call server", seconds: 10, file: file, line: line) {
-            try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0), options: options, makeHandler: makeHandler)
+            try await CallServer.start(transport: server, on: endpoint, options: options, makeHandler: makeHandler)
         }
     }
 
-    /// Starts a ``CallServer`` on the server transport (127.0.0.1, port 0) with the
+    /// Starts a ``CallServer`` on the server transport (``localEndpoint()``) with the
     /// async face.
     func startCallServer(
         options: CallOptions = CallOptions(), file: String = #fileID, line: Int = #line,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
         let server = self.server
+        let endpoint = localEndpoint()
         return try await step("starting a call server", seconds: 10, file: file, line: line) {
-            try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0), options: options, serve: serve)
+            try await CallServer.start(transport: server, on: endpoint, options: options, serve: serve)
         }
     }
 
     /// A channel from the client transport to `server`.
     func channel(to server: CallServer) -> Channel {
-        Channel(target: Endpoint(host: "127.0.0.1", port: server.localAddress.port), transport: client)
+        Channel(target: target(of: server.localAddress), transport: client)
     }
 
     /// Starts a call with the handler face, bounded in time.
@@ -199,6 +201,11 @@ extension ConformanceContext {
     }
 
     /// Fails unless `status` is the error with this code and reason.
+    /// The reason a call ends with, `unavailable`, when the peer resets its connection:
+    /// `reset`; on a network of socket paths, where a reset is a close (see
+    /// ``listensOnPaths``), `closed` (the connection ended before the status).
+    var peerResetReason: TransportError.Reason { listensOnPaths ? .closed : .reset }
+
     func expectStatus(
         _ status: CallStatus, code: TransportError.Code, reason: TransportError.Reason, _ what: String,
         file: String = #fileID, line: Int = #line

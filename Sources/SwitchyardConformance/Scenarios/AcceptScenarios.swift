@@ -15,9 +15,9 @@ extension ConformanceScenario {
         for _ in 0..<2 { clients.append(AsyncConnection(try await context.connect(to: endpoint))) }
         try await context.waitUntil(seconds: 5, "two connections were accepted and queued") { listener.connections.queuedCount == 2 }
 
-        let received = Mutex<[(port: Int, onLoop: Bool)]>([])
+        let received = Mutex<[(peer: Endpoint, onLoop: Bool)]>([])
         listener.acceptConnections { connection in
-            received.withLock { $0.append((connection.remoteAddress.port, connection.eventLoop.inEventLoop)) }
+            received.withLock { $0.append((connection.remoteAddress, connection.eventLoop.inEventLoop)) }
             EchoHandler(connection).start()
         }
         for _ in 0..<8 { clients.append(AsyncConnection(try await context.connect(to: endpoint))) }
@@ -25,8 +25,8 @@ extension ConformanceScenario {
         let got = received.withLock { $0 }
         try context.expect(got.allSatisfy(\.onLoop), "the handler ran off a connection's loop")
         try context.expectEqual(
-            Set(got.map(\.port)), Set(clients.map { $0.connection.localAddress.port }),
-            "the client ports the handler saw")
+            Set(got.map(\.peer)), Set(clients.map { $0.connection.localAddress }),
+            "the client addresses the handler saw")
         try context.expectEqual(listener.connections.queuedCount, 0, "connections left in the queue")
         // Each handed-over connection works.
         for (index, client) in clients.enumerated() {

@@ -281,7 +281,7 @@ extension ConformanceScenario {
             return recorder
         }
         defer { server.close() }
-        let endpoint = Endpoint(host: "127.0.0.1", port: server.localAddress.port)
+        let endpoint = context.target(of: server.localAddress)
         let channel = context.channel(to: server)
 
         // Frames split anywhere, headers included, decode: a raw client writes three
@@ -495,8 +495,8 @@ extension ConformanceScenario {
                 }
             }
             try context.expectBytes(outcome.echo ?? [], first, "the echo before the reset (\(label))")
-            try context.expectError(outcome.error, code: .unavailable, reason: .reset, "the client's next message after the server reset (\(label))")
-            try context.expectStatus(outcome.status, code: .unavailable, reason: .reset, "the client's status after the server reset (\(label))")
+            try context.expectError(outcome.error, code: .unavailable, reason: context.peerResetReason, "the client's next message after the server reset (\(label))")
+            try context.expectStatus(outcome.status, code: .unavailable, reason: context.peerResetReason, "the client's status after the server reset (\(label))")
             let serverStatus = try await context.status(of: serverCalls[index], "the server's call that reset its connection")
             try context.expect(!serverStatus.isOK, "the server's call that reset its connection ended OK")
             context.log("server reset (\(label)): the client's call ended with \(outcome.status); the server's with \(serverStatus)")
@@ -527,7 +527,7 @@ extension ConformanceScenario {
             try await context.waitUntil(seconds: 10, "the echo of the first message arrived") { recorder.messageCount >= 1 }
             call.send(cancelMessage)
             let status = try await context.status(of: recorder, "the client call whose server cancelled")
-            try context.expectStatus(status, code: .unavailable, reason: .reset, "the client's status after the server cancelled")
+            try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the client's status after the server cancelled")
             let serverStatus = try await context.status(of: serverCalls[index], "the server's cancelled call")
             try context.expectStatus(serverStatus, code: .cancelled, reason: .callCancelled, "the server's status after its cancel()")
             try context.expectWellBehaved(recorder, "the client call whose server cancelled")
@@ -557,36 +557,36 @@ extension ConformanceScenario {
         let channel = context.channel(to: server)
 
         let broken = try await context.step("call 1, whose server resets", seconds: 20) {
-            try await channel.withCall { call -> (port: Int, error: (any Error)?) in
-                let port = call.call.connection.localAddress.port
+            try await channel.withCall { call -> (local: Endpoint, error: (any Error)?) in
+                let local = call.call.connection.localAddress
                 try await call.write(resetMessage)
                 do {
                     for try await _ in call.messages {}
-                    return (port, nil)
+                    return (local, nil)
                 } catch {
-                    return (port, error)
+                    return (local, error)
                 }
             }
         }
-        try context.expectError(broken.error, code: .unavailable, reason: .reset, "call 1 after its server reset")
+        try context.expectError(broken.error, code: .unavailable, reason: context.peerResetReason, "call 1 after its server reset")
 
         let message = ConformancePattern.bytes(count: 10_000, seed: 25)
         let fresh = try await context.step("call 2 on the same channel", seconds: 20) {
-            try await channel.withCall { call -> (port: Int, replies: [[UInt8]], status: CallStatus) in
-                let port = call.call.connection.localAddress.port
+            try await channel.withCall { call -> (local: Endpoint, replies: [[UInt8]], status: CallStatus) in
+                let local = call.call.connection.localAddress
                 try await call.write(message)
                 try await call.finishSending()
                 var replies: [[UInt8]] = []
                 for try await reply in call.messages { replies.append(reply) }
-                return (port, replies, await call.status())
+                return (local, replies, await call.status())
             }
         }
         try context.expectOK(fresh.status, "call 2's status")
         try context.expectEqual(fresh.replies.count, 1, "messages echoed in call 2")
         try context.expectBytes(fresh.replies[0], message, "call 2's echo")
-        try context.expect(fresh.port != broken.port, "call 2 used local port \(fresh.port), the port of call 1's broken connection; expected a new connection")
+        try context.expect(fresh.local != broken.local, "call 2 used local address \(fresh.local), the address of call 1's broken connection; expected a new connection")
         try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
-        context.log("call 1 (local port \(broken.port)) broke with \(broken.error!); call 2 connected afresh from port \(fresh.port) and ended OK")
+        context.log("call 1 (local address \(broken.local)) broke with \(broken.error!); call 2 connected afresh from \(fresh.local) and ended OK")
     }
 }
 
@@ -664,7 +664,7 @@ extension ConformanceScenario {
             let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
             call.send(resetMessage)
             let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5)
-            try context.expectStatus(status, code: .unavailable, reason: .reset, "the status of a call that asked for nothing when its server reset")
+            try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the status of a call that asked for nothing when its server reset")
         }
     }
 

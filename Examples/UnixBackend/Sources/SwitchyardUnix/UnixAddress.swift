@@ -1,0 +1,74 @@
+import Glibc
+import Switchyard
+import SwitchyardBackendKit
+
+/// A Unix-domain socket address (`sockaddr_un`) and the ``Endpoint`` it stands for.
+///
+/// - `unix:/run/app.sock` (or a relative path): a socket file.
+/// - `unix:@name`: a name in Linux's abstract namespace (`sun_path` starts with a NUL;
+///   no file, gone with the last socket bound to it). `ss -x` shows them the same way.
+/// - An unnamed socket (a peer that never bound a name) is `Endpoint(unixPath: "")`.
+struct UnixAddress {
+    /// The address in the toolkit's form, for `Posix.bind`, `Posix.connect`.
+    let socketAddress: SocketAddress
+    /// The endpoint it came from or stands for.
+    let endpoint: Endpoint
+
+    /// The address of a path endpoint.
+    /// - Throws: `invalidArgument`/`invalid address`, naming the endpoint, for a host
+    ///   and port, or a path that is empty or longer than ``Endpoint/maximumPathLength``.
+    init(_ endpoint: Endpoint) throws(TransportError) {
+        guard let path = endpoint.path else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidAddress,
+                message: "\(endpoint) is a host and port; the unix backend connects and listens on a socket path (unix:/path)")
+        }
+        try Endpoint.validate(path: path)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let abstract = bytes.first == UInt8(ascii: "@")
+        withUnsafeMutableBytes(of: &address.sun_path) { target in
+            if abstract {
+                // A leading NUL, then the name without its '@'; no terminator.
+                target[0] = 0
+                UnsafeMutableRawBufferPointer(rebasing: target[1...]).copyBytes(from: bytes.dropFirst())
+            } else {
+                target.copyBytes(from: bytes)
+                target[bytes.count] = 0
+            }
+        }
+        // An abstract name is exactly as long as the address says; a path counts its NUL.
+        let length = Self.pathOffset + bytes.count + (abstract ? 0 : 1)
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { target in
+            withUnsafeBytes(of: address) { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[..<length])) }
+        }
+        socketAddress = SocketAddress(storage: storage, length: socklen_t(length))
+        self.endpoint = endpoint
+    }
+
+    /// The endpoint a `sockaddr_un` the kernel reported stands for (`getsockname`,
+    /// `accept4`): a path, `@name` for an abstract name, or an empty path when unnamed.
+    static func endpoint(of address: SocketAddress) -> Endpoint {
+        address.withSockaddr { pointer, length -> Endpoint in
+            let count = Int(length) - pathOffset
+            guard count > 0 else { return Endpoint(unixPath: "") }
+            let raw = UnsafeRawBufferPointer(start: UnsafeRawPointer(pointer).advanced(by: pathOffset), count: count)
+            if raw[0] == 0 {
+                return Endpoint(unixPath: "@" + String(decoding: raw.dropFirst(), as: UTF8.self))
+            }
+            let path = raw.prefix { $0 != 0 }
+            return Endpoint(unixPath: String(decoding: path, as: UTF8.self))
+        }
+    }
+
+    /// Where `sun_path` starts in a `sockaddr_un`.
+    static let pathOffset = MemoryLayout.offset(of: \sockaddr_un.sun_path)!
+
+    /// Whether this is a name in the abstract namespace (no file to remove).
+    var isAbstract: Bool { endpoint.path?.hasPrefix("@") ?? false }
+
+    /// The socket file's path; nil for an abstract name.
+    var filePath: String? { isAbstract ? nil : endpoint.path }
+}

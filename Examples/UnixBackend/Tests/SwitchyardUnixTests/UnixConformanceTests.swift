@@ -1,0 +1,29 @@
+import Switchyard
+import SwitchyardConformance
+import SwitchyardUnix
+import Testing
+
+/// The whole conformance kit over `unix→unix`, one test case per scenario.
+///
+/// Serialized: the kit counts the process's open descriptors around each run to catch
+/// leaks, so no two runs (and nothing else that opens descriptors) may overlap. A
+/// scenario that does not apply to a Unix-domain network (IPv6, name resolution,
+/// network namespaces) is reported as skipped, with its reason, never as passed.
+@Suite("Conformance of the unix backend", .serialized)
+struct UnixConformanceTests {
+    init() {
+        ConformanceKit.prepareProcess()
+    }
+
+    @Test("unix→unix passes every conformance scenario that applies", arguments: ConformanceKit.scenarios.map(\.name))
+    func scenario(_ name: String) async throws {
+        let scenario = try #require(ConformanceKit.scenario(named: name))
+        do {
+            try await ConformanceKit.run(scenario, client: UnixTransport.backend, server: UnixTransport.backend)
+        } catch let failure as ConformanceFailure {
+            Issue.record("\(failure)")
+        } catch let skip as ConformanceSkip {
+            try Test.cancel("skipped: \(skip.reason)")
+        }
+    }
+}
