@@ -1,7 +1,10 @@
 // echo-server: a TCP echo server on any Switchyard socket backend.
 //
-//     echo-server [--backend NAME] [--host HOST] [--port PORT] [--event-loops N]
+//     echo-server [--backend NAME] [--host HOST] [--port PORT | --path PATH] [--event-loops N]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
+//
+// With `--path`, it listens on a Unix-domain socket path instead (for a backend of
+// socket paths, such as the `unix` backend of Examples/UnixBackend).
 //
 // Raw mode (the default): every byte a peer sends comes back unchanged, so any TCP peer
 // (nc, socat, a script, another echo client) can talk to it. When the peer shuts its
@@ -41,6 +44,9 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "The port to listen on; 0 picks a free one.")
     var port = 7007
 
+    @Option(help: "Listen on this Unix-domain socket path (unix:PATH) instead of --host and --port, for a backend of socket paths such as 'unix'.")
+    var path: String?
+
     @Option(help: "What to echo: 'raw' echoes bytes as they come; 'framed' serves calls and echoes each message.")
     var mode: EchoMode = .raw
 
@@ -61,6 +67,13 @@ struct EchoServer: AsyncParsableCommand {
             try Endpoint.validate(host: host)
         } catch {
             throw ValidationError("--host: \(error.message)")
+        }
+        if let path {
+            do {
+                try Endpoint.validate(path: path)
+            } catch {
+                throw ValidationError("--path: \(error.message)")
+            }
         }
         if mode == .raw, flowControl == .on {
             throw ValidationError("--flow-control on needs --mode framed: raw mode echoes bytes, not messages, so there is nothing to flow-control")
@@ -88,7 +101,7 @@ struct EchoServer: AsyncParsableCommand {
         } catch {
             fail("cannot start backend '\(name)': \(error)")
         }
-        let endpoint = Endpoint(host: host, port: port)
+        let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
 
         // How to stop accepting: close the listener (raw) or the call server (framed).
         let stopAccepting: () async -> Void
