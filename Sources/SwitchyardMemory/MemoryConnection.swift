@@ -24,6 +24,9 @@ import Synchronization
 ///   not read. A write to a peer that ended ends this connection with
 ///   `unavailable`/`reset`. Unlike TCP, closing with unread input still sends an end of
 ///   stream, not a reset.
+/// - Callbacks run on the loop, never inside the user's call: those a call causes run
+///   at the end of the loop's turn (the toolkit defers them), those the peer causes in
+///   the loop task its wake-up queued (``wakeReader()``, ``wakeWriter()``).
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (public
 /// methods hop there first); the state machine's ``ConnectionRecord`` is what other
@@ -45,9 +48,6 @@ final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Se
     private let portReleased = Atomic<Bool>(false)
     /// Whether a turn of the pump is due.
     var pumpScheduled = false
-    /// Completions collected by a move of queued writes, run after the state settled
-    /// (reused).
-    private var completed: [WriteCompletion] = []
 
     init(
         loop: WorkerEventLoop, lifecycle: TransportLifecycle<WorkerEventLoop>, localAddress: Endpoint,
@@ -145,33 +145,26 @@ final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Se
     }
 
     /// Moves queued writes into the peer's buffer, then reports, from a loop event: the
-    /// writes now all there complete, a pending output shutdown sends the end of stream,
-    /// and a queue that emptied tells the handler it drained.
+    /// writes now all there complete, a pending output shutdown sends the end of stream
+    /// and completes, and a queue that emptied tells the handler it drained.
     private func moveQueuedWrites() {
         guard state.isOpen, !state.writes.isEmpty else { return }
-        let count: Int
         switch outbound.move(from: state.writes) {
         case .peerGone:
             terminate(Self.peerGone, deferCallbacks: false)
-            return
-        case .moved(let moved, let wake):
+        case .moved(let count, let wake):
             wake?.wakeReader()
-            count = moved
+            var completed: [WriteCompletion] = []
+            var shutdown: WriteCompletion?? = nil
+            if state.writesTaken(count, completed: &completed) {
+                outbound.finish()?.wakeReader()
+                shutdown = state.finishOutputShutdown(error: nil)
+            }
+            let drained = state.writes.isEmpty
+            for completion in completed { completion(nil) }
+            if case .some(.some(let completion)) = shutdown { completion(nil) }
+            if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
         }
-        let shutdownDue = state.writesTaken(count, completed: &completed)
-        let drained = state.writes.isEmpty
-        var shutdownCompletion: WriteCompletion?? = nil
-        if shutdownDue {
-            outbound.finish()?.wakeReader()
-            shutdownCompletion = state.finishOutputShutdown(error: nil)
-        }
-        if !completed.isEmpty {
-            let done = completed
-            completed.removeAll(keepingCapacity: true)
-            for completion in done { completion(nil) }
-        }
-        if case .some(.some(let completion)) = shutdownCompletion { completion(nil) }
-        if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
     }
 
     /// Frees the ephemeral port, once.
