@@ -9,6 +9,8 @@
     SECONDS_PER_LOAD=1 IDLE_CONNS=2000 Benchmarks/run     # a quick look
     NO_BUILD=1 Benchmarks/run            # reuse the last build
     CPU= Benchmarks/run                  # do not pin
+    BASELINE_ECHO_SERVER=/tmp/base/.build/release/echo-server BASELINE_NAME=43e828c Benchmarks/run
+                                         # also run another commit's echo-server, interleaved
 
 What it does (see Benchmarks/README.md for the why):
 - Builds, in release: the Benchmarks package's nio-echo-server and the root package's
@@ -117,6 +119,15 @@ def servers(bin_dir):
         "libuv-framed-off": ([echo, "--backend", "libuv", "--mode", "framed", "--flow-control", "off", *common], True),
         "libuv-framed-on": ([echo, "--backend", "libuv", "--mode", "framed", "--flow-control", "on", *common], True),
     }
+    # A baseline build of echo-server (another commit, built by hand) runs interleaved
+    # with the current one, as NAME@base, so a change is measured in one run.
+    baseline = os.environ.get("BASELINE_ECHO_SERVER")
+    if baseline:
+        if not Path(baseline).is_file():
+            sys.exit(f"run: BASELINE_ECHO_SERVER={baseline!r} is not a file")
+        for name in ["bsd-raw", "libuv-raw", "bsd-framed-on", "libuv-framed-on"]:
+            argv, framed = table[name]
+            table[name + "@base"] = ([baseline, *argv[1:]], framed)
     chosen = os.environ.get("SERVERS", " ".join(table)).split()
     for name in chosen:
         if name not in table:
@@ -359,6 +370,21 @@ def report(med, samples, names, info):
             lines += ratio_table(med, fr, f"{backend}-raw", f"{backend}: framed to raw",
                                  ["pp1_rps", "pp1_p99", "pp32_rps", "stream_mibps", "burst_ms", "pp1_cpu_us",
                                   "stream_cpu_us_per_mib", "peak_rss_kib", "idle_bytes_per_conn"])
+    based = [n for n in names if n + "@base" in med and n in med]
+    if based:
+        label = os.environ.get("BASELINE_NAME", "the baseline build")
+        keys = ["pp1_rps", "pp1_p99", "pp32_rps", "pp32_p99", "stream_mibps", "burst_ms", "pp1_cpu_us",
+                "stream_cpu_us_per_mib", "peak_rss_kib", "idle_bytes_per_conn"]
+        heads = [h for k, h, _, _ in METRICS if k in keys]
+        lines += [f"#### This build / {label} (same run, interleaved)", "",
+                  "| server | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+        for n in based:
+            cells = []
+            for k in keys:
+                a, b = med[n].get(k), med[n + "@base"].get(k)
+                cells.append("-" if not a or not b else f"{a / b:.2f}x")
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
     lines += targets(med, samples)
     return "\n".join(lines) + "\n"
 

@@ -136,6 +136,9 @@ extension TransportError {
         public static let addressInUse = Reason("address in use")
         /// The address is not valid here (not local, wrong family, malformed).
         public static let invalidAddress = Reason("invalid address")
+        /// An option or setting out of its range (for example a stall timeout that is not
+        /// positive).
+        public static let invalidOption = Reason("invalid option")
         /// A backend name that is not registered.
         public static let unknownBackend = Reason("unknown backend")
         /// A system resource ran out (descriptors, memory, buffers).

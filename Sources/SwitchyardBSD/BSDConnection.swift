@@ -3,7 +3,8 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A TCP connection on an epoll loop. See ``Connection`` for the contract, which
-/// ``ConnectionStateMachine`` keeps; this type does the system calls.
+/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type does the
+/// system calls.
 ///
 /// Reads go into the loop's shared buffer and are handed to the handler borrowed, so a
 /// read allocates nothing. A write is sent at once when nothing is queued; only the part
@@ -12,7 +13,7 @@ import SwitchyardBackendKit
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop`
 /// (public methods hop there first); the state machine's ``ConnectionRecord`` is what
 /// other threads read.
-final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked Sendable {
+final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
     private let localSocketAddress: SocketAddress
     private let remoteSocketAddress: SocketAddress
@@ -20,13 +21,12 @@ final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked
     var localAddress: Endpoint { localSocketAddress.endpoint }
     var remoteAddress: Endpoint { remoteSocketAddress.endpoint }
     var backendName: String { "bsd" }
-    var eventLoop: any EventLoop { loop }
 
     private let lifecycle: TransportLifecycle<EpollEventLoop>
     private var socket: Socket?
     private let fd: CInt
     /// Loop-confined and touched on every write: no runtime exclusivity check.
-    @exclusivity(unchecked) private var state = ConnectionStateMachine()
+    @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// Completions collected by a flush, run after the state settled (reused).
     private var completed: [WriteCompletion] = []
 
@@ -114,156 +114,34 @@ final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked
         _ = state.end(with: .transportShutdown())
     }
 
-    // MARK: Connection
+    // MARK: StreamConnection (the rest of Connection is the toolkit's)
 
-    func setHandler(_ handler: any ConnectionHandler) {
-        loop.onLoop({ self.setHandlerOnLoop(handler) }, ifStopped: { self.state.record.reportEndToLateHandler(handler) })
-    }
-
-    private func setHandlerOnLoop(_ handler: any ConnectionHandler) {
-        if case .reportEnd(let handler, let error) = state.setHandler(handler) {
-            loop.deferToEndOfTurn { handler.connectionDidClose(error: error) }
-        }
-    }
-
-    func startReading() {
-        loop.onLoop { if self.state.startReading() { self.updateInterest() } }
-    }
-
-    func stopReading() {
-        loop.onLoop { if self.state.stopReading() { self.updateInterest() } }
-    }
-
-    var pendingWriteBytes: Int {
-        loop.inEventLoop ? state.pendingWriteBytes : state.record.pendingBytes
-    }
-
-    func write(_ bytes: [UInt8], completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.write(bytes, completion: completion) }, completion)
-            return
-        }
-        bytes.withUnsafeBytes { _ = writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: false) }
-    }
-
-    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop else {
-            write(bytes, completion: completion)
-            return false
-        }
-        return bytes.withUnsafeBytes { writeOnLoop($0, owned: bytes, completion: completion, reportingSentNow: true) }
-    }
-
-    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop else {
-            var joined = Array(header)
-            joined.append(contentsOf: payload)
-            write(joined, completion: completion)
-            return false
-        }
-        if let refusal = state.writeRefusal {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return false
-        }
+    func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
         wroteSinceSweep = true
-        var written = 0
-        if state.writes.isEmpty {
-            // One gathered send; the iovecs point into `header` and `payload`, both alive
-            // for the call.
-            let sent: Int? = payload.withUnsafeBytes { body in
-                let vectors = loop.writeVectors
-                vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
-                vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
-                return send(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
-            }
-            guard let sent else {
-                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
-                return false
-            }
-            if sent == header.count + payload.count { return true }
-            written = sent
-        }
-        if written < header.count {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: header[written...])), completion: nil)
-            written = 0
-        } else {
-            written -= header.count
-        }
-        state.enqueue(payload, offset: written, completion: completion)
-        updateInterest()
-        return false
+        guard let header else { return send(body) }
+        // One gathered send; the iovecs point into `header` and `body`, both alive for
+        // the call.
+        let vectors = loop.writeVectors
+        vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
+        vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
+        return send(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
     }
 
-    func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            let copy = Array(bytes)
-            hop({ self.write(copy, completion: completion) }, completion)
-            return
-        }
-        _ = writeOnLoop(bytes, owned: nil, completion: completion, reportingSentNow: false)
-    }
-
-    /// Hops a write to the loop; if the loop has stopped, the transport ended this
-    /// connection first, and the completion runs here with that end.
-    private func hop(_ work: @escaping @Sendable () -> Void, _ completion: WriteCompletion?) {
-        if !loop.submit(work) { state.record.completeLateWrite(completion) }
-    }
-
-    /// Every write path, on the loop: send at once when nothing is queued; queue the
-    /// array itself (`owned`, no copy) or a copy of only what the kernel did not take.
-    /// Returns true when the kernel took every byte at once and `reportingSentNow` asked
-    /// to hear so instead of a completion (which is then not run).
-    private func writeOnLoop(
-        _ bytes: UnsafeRawBufferPointer, owned: [UInt8]?, completion: WriteCompletion?, reportingSentNow: Bool
-    ) -> Bool {
-        if let refusal = state.writeRefusal {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return false
-        }
+    func writesQueued() {
         wroteSinceSweep = true
-        var written = 0
-        if state.writes.isEmpty {
-            guard let sent = send(bytes) else {
-                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
-                return false
-            }
-            if sent == bytes.count {
-                if reportingSentNow { return true }
-                if let completion { loop.deferCompletion(completion, nil) }
-                return false
-            }
-            written = sent
-        }
-        if let owned {
-            state.enqueue(owned, offset: written, completion: completion)
-        } else {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: bytes[written...])), completion: completion)
-        }
         updateInterest()
-        return false
     }
 
-    func shutdownOutput(completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.shutdownOutput(completion: completion) }, completion)
-            return
-        }
-        switch state.shutdownOutput(completion) {
-        case .refuse(let error):
-            if let completion { loop.deferCompletion(completion, error) }
-        case .shutDownNow:
-            wroteSinceSweep = true
-            let failure = shutdownWriteSide()
-            if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
-                loop.deferCompletion(completion, failure)
-            }
-        case .afterPendingWrites:
-            wroteSinceSweep = true
-        }
+    func readInterestChanged() {
+        updateInterest()
     }
 
-    func close() {
-        loop.onLoop { self.terminate(nil, deferCallbacks: true) }
+    func shutDownOutputNow() {
+        wroteSinceSweep = true
+        let failure = shutdownWriteSide()
+        if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
+            loop.deferCompletion(completion, failure)
+        }
     }
 
     func reset() {
@@ -272,12 +150,6 @@ final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked
             try? Posix.setLingerZero(self.fd)
             self.terminate(nil, deferCallbacks: true)
         }
-    }
-
-    // MARK: TransportResource
-
-    func terminate(with error: TransportError) {
-        terminate(error, deferCallbacks: false)
     }
 
     // MARK: events
@@ -495,7 +367,7 @@ final class BSDConnection: Connection, Selectable, LoopBoundResource, @unchecked
 
     /// Ends the connection once (`error` nil for a local close): the descriptor closes
     /// now, then the state machine's ending reports, at once or at the end of the turn.
-    private func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+    func terminate(_ error: TransportError?, deferCallbacks: Bool) {
         guard let ending = state.end(with: error) else { return }
         if !parked { loop.deregister(fd) }
         socket.take()?.close()

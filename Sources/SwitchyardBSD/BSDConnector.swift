@@ -12,7 +12,7 @@ import Synchronization
 ///
 /// Safety of `@unchecked Sendable`: all state but `cancelRequested` is touched only on
 /// `loop`.
-final class BSDConnector: Selectable, LoopBoundResource, @unchecked Sendable {
+final class BSDConnector: PendingConnect, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
     private let address: SocketAddress
     private let timeout: Duration

@@ -33,16 +33,14 @@ public final class BSDTransport: Transport {
     /// - Throws: `invalidArgument` for a stall timeout that is not positive; a
     ///   ``TransportError`` when a loop or its thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
-        if let timeout = configuration.stallTimeout, timeout <= .zero {
-            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(timeout)")
-        }
+        let settings = try StallSettings.of(configuration)
         // Before the loop threads exist: with fewer threads sharing the table, growing it
         // waits for fewer (or no) RCU grace periods.
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         let group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
         self.group = group
         lifecycle = TransportLifecycle(group: group)
-        stall = configuration.stallTimeout.map { StallMonitors(settings: StallSettings(timeout: $0), group: group) }
+        stall = settings.map { StallMonitors(settings: $0, group: group) }
     }
 
     /// The stall timeout connections are held to, if any.
@@ -74,14 +72,8 @@ public final class BSDTransport: Transport {
     }
 
     private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {
-        let connector = BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, stall: stall)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                connector.start(continuation)
-            }
-        } onCancel: {
-            connector.cancel()
-        }
+        try await BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, stall: stall)
+            .connected()
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

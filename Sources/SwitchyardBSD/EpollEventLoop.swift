@@ -93,15 +93,6 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
         threadID.load(ordering: .acquiring) == currentThreadID()
     }
 
-    @inline(__always)
-    func assertInLoop(file: StaticString = #file, line: UInt = #line) {
-        assert(inEventLoop, "called off the event loop", file: file, line: line)
-    }
-
-    func execute(_ work: @escaping @Sendable () -> Void) {
-        _ = submit(work)
-    }
-
     /// Queues `work` for the loop from another thread; false (and `work` is not run) once
     /// the loop has stopped, so the caller can finish the work another way.
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {

@@ -25,6 +25,19 @@ public struct StallSettings: Sendable, Hashable {
     /// `TCP_USER_TIMEOUT`, milliseconds.
     public let userTimeoutMilliseconds: UInt32
 
+    /// The settings `configuration` asks for: nil without a stall timeout.
+    /// - Throws: `invalidArgument`, reason `invalid option`, for a stall timeout that is
+    ///   not positive.
+    public static func of(_ configuration: TransportConfiguration) throws(TransportError) -> StallSettings? {
+        guard let timeout = configuration.stallTimeout else { return nil }
+        guard timeout > .zero else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "the stall timeout must be positive, not \(timeout)")
+        }
+        return StallSettings(timeout: timeout)
+    }
+
     /// Settings for `timeout`, which must be positive.
     public init(timeout: Duration) {
         self.timeout = timeout

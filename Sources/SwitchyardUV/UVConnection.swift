@@ -3,7 +3,8 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A `uv_tcp_t` connection on one libuv loop. See ``Connection`` for the contract, which
-/// ``ConnectionStateMachine`` keeps; this type makes the libuv calls.
+/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type makes the
+/// libuv calls.
 ///
 /// **Reads** are demand-driven: `uv_read_start` on ``startReading()``, `uv_read_stop` on
 /// ``stopReading()``. The alloc callback hands libuv the loop's one read buffer, and the
@@ -28,12 +29,11 @@ import SwitchyardBackendKit
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (public
 /// methods hop there first, in call order); the state machine's ``ConnectionRecord`` is
 /// what other threads read; the rest is immutable.
-final class UVConnection: Connection, LoopBoundResource, @unchecked Sendable {
+final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
     let localAddress: Endpoint
     let remoteAddress: Endpoint
     var backendName: String { "libuv" }
-    var eventLoop: any EventLoop { loop }
 
     private let lifecycle: TransportLifecycle<UVEventLoop>
     /// Whether the transport has a stall timeout: the kernel's stall errors then mean
@@ -43,7 +43,7 @@ final class UVConnection: Connection, LoopBoundResource, @unchecked Sendable {
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVConnection?
-    private var state = ConnectionStateMachine()
+    var state = ConnectionStateMachine()
 
     /// The first `inFlightCount` entries of the queue are in the `uv_write` in flight,
     /// `inFlightBytes` bytes in all.
@@ -88,153 +88,42 @@ final class UVConnection: Connection, LoopBoundResource, @unchecked Sendable {
 
     // MARK: Connection
 
-    func setHandler(_ handler: any ConnectionHandler) {
-        loop.onLoop({
-            if case .reportEnd(let handler, let error) = self.state.setHandler(handler) {
-                self.loop.deferToEndOfTurn { handler.connectionDidClose(error: error) }
-            }
-        }, ifStopped: { state.record.reportEndToLateHandler(handler) })
+    // MARK: StreamConnection (the rest of Connection is the toolkit's)
+
+    func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
+        tryWrite(header, body)
     }
 
-    func startReading() {
-        loop.onLoop {
-            guard self.state.startReading(), self.state.shouldRead, let stream = self.stream else { return }
-            let status = uv_read_start(stream, { handle, _, buffer in
-                let connection = Unmanaged<UVConnection>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
-                let readBuffer = connection.loop.readBuffer
-                buffer!.pointee = uv_buf_init(readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(readBuffer.count))
-            }, { stream, count, _ in
-                let connection = Unmanaged<UVConnection>.fromOpaque(stream!.pointee.data).takeUnretainedValue()
-                connection.didRead(count)
-                connection.loop.drainDeferred()
-            })
-            if status < 0 {
-                self.terminate(self.failure(status, "reading from \(self.remoteAddress)"), deferCallbacks: true)
-            }
-        }
-    }
-
-    func stopReading() {
-        loop.onLoop {
-            guard !self.state.readEnded, self.state.stopReading(), let stream = self.stream else { return }
-            _ = uv_read_stop(stream)
-        }
-    }
-
-    var pendingWriteBytes: Int {
-        loop.inEventLoop ? state.pendingWriteBytes : state.record.pendingBytes
-    }
-
-    func write(_ bytes: [UInt8], completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.write(bytes, completion: completion) }, completion)
-            return
-        }
-        _ = bytes.withUnsafeBytes { writeOnLoop(header: nil, $0, owned: bytes, completion: completion, reportingSentNow: false) }
-    }
-
-    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop else {
-            write(bytes, completion: completion)
-            return false
-        }
-        return bytes.withUnsafeBytes { writeOnLoop(header: nil, $0, owned: bytes, completion: completion, reportingSentNow: true) }
-    }
-
-    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop else {
-            var joined = Array(header)
-            joined.append(contentsOf: payload)
-            write(joined, completion: completion)
-            return false
-        }
-        return payload.withUnsafeBytes { writeOnLoop(header: header, $0, owned: payload, completion: completion, reportingSentNow: true) }
-    }
-
-    func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            let copy = Array(bytes)
-            hop({ self.write(copy, completion: completion) }, completion)
-            return
-        }
-        _ = writeOnLoop(header: nil, bytes, owned: nil, completion: completion, reportingSentNow: false)
-    }
-
-    /// Hops a write to the loop; if the loop has stopped, the transport ended this
-    /// connection first, and the completion runs here with that end.
-    private func hop(_ work: @escaping @Sendable () -> Void, _ completion: WriteCompletion?) {
-        if !loop.submit(work) { state.record.completeLateWrite(completion) }
-    }
-
-    /// Every write path, on the loop: `uv_try_write` of `header` (if any) and `body`,
-    /// gathered, when nothing is queued; then queue what the kernel did not take: `owned`
-    /// itself with an offset (no copy), or a copy of the unsent tail. Returns true when
-    /// the kernel took every byte at once and `reportingSentNow` asked to hear so instead
-    /// of a completion (which is then not run).
-    private func writeOnLoop(
-        header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer, owned: [UInt8]?,
-        completion: WriteCompletion?, reportingSentNow: Bool
-    ) -> Bool {
-        if let refusal = state.writeRefusal {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return false
-        }
-        let headerCount = header?.count ?? 0
-        var written = 0
-        if state.writes.isEmpty {
-            guard let sent = tryWrite(header, body) else {
-                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
-                return false
-            }
-            if sent == headerCount + body.count {
-                if reportingSentNow { return true }
-                if let completion { loop.deferCompletion(completion, nil) }
-                return false
-            }
-            written = sent
-        }
-        if let header, written < headerCount {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: header[written...])), completion: nil)
-            written = 0
-        } else {
-            written -= headerCount
-        }
-        if let owned {
-            state.enqueue(owned, offset: written, completion: completion)
-        } else {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: body[written...])), completion: completion)
-        }
+    func writesQueued() {
         if let failure = startWriteIfIdle() { terminate(failure, deferCallbacks: true) }
-        return false
     }
 
-    func shutdownOutput(completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.shutdownOutput(completion: completion) }, completion)
+    func shutDownOutputNow() {
+        issueShutdown(inUserCall: true)
+    }
+
+    func readInterestChanged() {
+        guard let stream else { return }
+        guard state.shouldRead else {
+            if !state.readEnded { _ = uv_read_stop(stream) }
             return
         }
-        switch state.shutdownOutput(completion) {
-        case .refuse(let error):
-            if let completion { loop.deferCompletion(completion, error) }
-        case .shutDownNow:
-            issueShutdown(inUserCall: true)
-        case .afterPendingWrites:
-            break
+        let status = uv_read_start(stream, { handle, _, buffer in
+            let connection = Unmanaged<UVConnection>.fromOpaque(handle!.pointee.data).takeUnretainedValue()
+            let readBuffer = connection.loop.readBuffer
+            buffer!.pointee = uv_buf_init(readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(readBuffer.count))
+        }, { stream, count, _ in
+            let connection = Unmanaged<UVConnection>.fromOpaque(stream!.pointee.data).takeUnretainedValue()
+            connection.didRead(count)
+            connection.loop.drainDeferred()
+        })
+        if status < 0 {
+            terminate(failure(status, "reading from \(remoteAddress)"), deferCallbacks: true)
         }
-    }
-
-    func close() {
-        loop.onLoop { self.terminate(nil, deferCallbacks: true) }
     }
 
     func reset() {
-        loop.onLoop { self.terminate(nil, deferCallbacks: true, reset: true) }
-    }
-
-    // MARK: TransportResource
-
-    func terminate(with error: TransportError) {
-        terminate(error, deferCallbacks: false)
+        loop.onLoop { self.terminate(nil, deferCallbacks: true, reset: true, bytesTaken: nil) }
     }
 
     /// The error for a libuv code that ended this connection: the table's, except that
@@ -339,7 +228,7 @@ final class UVConnection: Connection, LoopBoundResource, @unchecked Sendable {
             return
         }
         if status < 0 {
-            terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: false, bytesTaken: 0)
+            terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: false, reset: false, bytesTaken: 0)
             return
         }
         let taken = inFlightBytes
@@ -408,7 +297,11 @@ final class UVConnection: Connection, LoopBoundResource, @unchecked Sendable {
     /// of a request in flight complete with `nil` (`bytesTaken`, else read from libuv's
     /// write queue size), the rest with the error; the handle is closed (`uv_close`, or
     /// `uv_tcp_close_reset` for `reset`), which closes the descriptor now.
-    private func terminate(_ error: TransportError?, deferCallbacks: Bool, reset: Bool = false, bytesTaken: Int? = nil) {
+    func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+        terminate(error, deferCallbacks: deferCallbacks, reset: false, bytesTaken: nil)
+    }
+
+    private func terminate(_ error: TransportError?, deferCallbacks: Bool, reset: Bool, bytesTaken: Int?) {
         var taken = 0
         if writeInFlight, let stream {
             taken = bytesTaken ?? max(0, inFlightBytes - Int(uv_stream_get_write_queue_size(stream)))

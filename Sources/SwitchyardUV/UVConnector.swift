@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// Safety of `@unchecked Sendable`: all state but `cancelRequested` (atomic) is touched
 /// only on `loop`; the rest is immutable.
-final class UVConnector: LoopBoundResource, @unchecked Sendable {
+final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
     private let endpoint: Endpoint
     private let timeout: Duration
@@ -235,7 +235,7 @@ final class UVConnector: LoopBoundResource, @unchecked Sendable {
         self.tcp = nil
         let connection = UVConnection(
             tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,
-            stallDetection: settings.stallTimeout != nil)
+            stallDetection: settings.stall != nil)
         registry.remove(self)
         if connection.activate() {
             finish(.success(connection))

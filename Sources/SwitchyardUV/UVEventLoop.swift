@@ -102,15 +102,6 @@ final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
         threadID.load(ordering: .acquiring) == currentThreadID()
     }
 
-    @inline(__always)
-    func assertInLoop(file: StaticString = #file, line: UInt = #line) {
-        assert(inEventLoop, "called off the libuv loop", file: file, line: line)
-    }
-
-    func execute(_ work: @escaping @Sendable () -> Void) {
-        _ = submit(work)
-    }
-
     /// Queues `work` to run on the loop (never inline). Returns false, and drops `work`,
     /// when the loop has stopped.
     @discardableResult

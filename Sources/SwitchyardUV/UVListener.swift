@@ -190,7 +190,7 @@ final class UVListener: Listener, @unchecked Sendable {
         }
         let connection = UVConnection(
             tcp: tcp, loop: loop, local: local, remote: remote.endpoint, lifecycle: registry,
-            stallDetection: settings.stallTimeout != nil)
+            stallDetection: settings.stall != nil)
         guard connection.activate() else { return }
         if !connections.yield(connection) { connection.close() }
     }

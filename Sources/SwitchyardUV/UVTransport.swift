@@ -3,7 +3,6 @@ import CSwitchyardPosix
 import Glibc
 public import Switchyard
 import SwitchyardBackendKit
-import SwitchyardBackendKit
 import Synchronization
 
 /// The libuv backend (`"libuv"`): `uv_tcp` connections and listeners on libuv loops, one
@@ -13,7 +12,7 @@ import Synchronization
 /// Errors arrive through libuv's own callbacks and map through one table, ``UVErrorTable``
 /// (the `libuv` column of `docs/ERRORS.md`), to the same codes and reasons the BSD
 /// backend gives for the same fault. With a stall timeout
-/// (``TransportConfiguration/stallTimeout``, or ``Configuration/stallTimeout``), the
+/// (``TransportConfiguration/stallTimeout``), the
 /// kernel is configured (keepalive and `TCP_USER_TIMEOUT`) so that a stalled connection
 /// fails by itself, natively: `UV_ETIMEDOUT` (or `UV_EHOSTUNREACH` after the link under
 /// it went down) arrives in libuv's read or write callback and ends the connection with
@@ -37,44 +36,14 @@ public final class UVTransport: Transport {
             make: { try UVTransport(configuration: $0) })
     }()
 
-    /// Settings of a libuv transport.
-    public struct Configuration: Sendable, Hashable {
-        /// How many event loops (threads) to run; `nil` means one per core.
-        public var eventLoopCount: Int?
-        /// How long a connection may make no progress before the kernel fails it, or
-        /// `nil` for the kernel's defaults (no keepalive; a retransmission budget of about
-        /// 15 minutes). When set, every connection gets keepalive after 1 s idle, with
-        /// the probe interval and count chosen so the keepalive budget is about this
-        /// timeout, and `TCP_USER_TIMEOUT` equal to it; a stalled connection then ends
-        /// with `unavailable`, reason `stalled`, whether it was reading or writing.
-        /// Without it, the kernel's own `ETIMEDOUT` (after its long budget) maps as the
-        /// table says: `unavailable`, reason `timed out`.
-        public var stallTimeout: Duration?
-        /// How many descriptors the process's descriptor table is grown to hold at start;
-        /// see ``TransportConfiguration/reservedDescriptors``.
-        public var reservedDescriptors: Int
-
-        public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384) {
-            self.eventLoopCount = eventLoopCount
-            self.stallTimeout = stallTimeout
-            self.reservedDescriptors = reservedDescriptors
-        }
-
-        /// The settings of a backend-neutral configuration, its stall timeout included.
-        public init(_ configuration: TransportConfiguration) {
-            self.init(
-                eventLoopCount: configuration.eventLoopCount, stallTimeout: configuration.stallTimeout,
-                reservedDescriptors: configuration.reservedDescriptors)
-        }
-
-        /// The settings of a backend-neutral configuration, with `stallTimeout` in place
-        /// of its own.
-        public init(_ configuration: TransportConfiguration, stallTimeout: Duration?) {
-            self.init(
-                eventLoopCount: configuration.eventLoopCount, stallTimeout: stallTimeout,
-                reservedDescriptors: configuration.reservedDescriptors)
-        }
-    }
+    /// Settings of a libuv transport: the backend-neutral ones. With a stall timeout,
+    /// every connection gets keepalive after 1 s idle, with the probe interval and count
+    /// chosen so the keepalive budget is about that timeout, and `TCP_USER_TIMEOUT` equal
+    /// to it; a stalled connection then ends with `unavailable`, reason `stalled`,
+    /// whether it was reading or writing. Without one, the kernel's own `ETIMEDOUT`
+    /// (after its budget of about 15 minutes) maps as the table says: `unavailable`,
+    /// reason `timed out`.
+    public typealias Configuration = TransportConfiguration
 
     public var name: String { "libuv" }
 
@@ -85,31 +54,20 @@ public final class UVTransport: Transport {
     private let lifecycle: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
 
-    /// Starts the transport's event loops.
-    /// - Throws: ``TransportError`` when a loop or its thread cannot be made.
-    ///
-    /// Disfavoured beside the initializer that takes a `TransportConfiguration`, which now
-    /// carries the stall timeout too: `UVTransport(configuration: .init(...))` picks that
-    /// one, with the same meaning.
-    @_disfavoredOverload
-    public init(configuration: Configuration) throws(TransportError) {
-        if let stall = configuration.stallTimeout, stall <= .zero {
-            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "the stall timeout must be positive, not \(stall)")
-        }
+    /// Starts the transport's event loops, with the configuration's stall timeout (or
+    /// the kernel's stall defaults when it has none).
+    /// - Throws: ``TransportError`` when a loop or its thread cannot be made, or the stall
+    ///   timeout is not positive.
+    public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        let stall = try StallSettings.of(configuration)
         _ = UVProcess.prepared
         self.configuration = configuration
-        self.settings = UVSocketSettings(stallTimeout: configuration.stallTimeout)
+        self.settings = UVSocketSettings(stall: stall)
         // Before the loop threads exist: with fewer threads sharing the table, growing it
         // waits for fewer (or no) RCU grace periods.
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
         lifecycle = TransportLifecycle(group: group)
-    }
-
-    /// Starts the transport's event loops, with the configuration's stall timeout (or
-    /// the kernel's stall defaults when it has none).
-    public convenience init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
-        try self.init(configuration: Configuration(configuration))
     }
 
     /// The number of event loops (threads).
@@ -123,15 +81,9 @@ public final class UVTransport: Transport {
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let connector = UVConnector(
-            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                connector.start(continuation)
-            }
-        } onCancel: {
-            connector.cancel()
-        }
+        return try await UVConnector(
+            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings
+        ).connected()
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

@@ -36,11 +36,14 @@ struct BSDStallTests {
         await transport.shutdownNow()
     }
 
-    @Test("A stall timeout that is not positive is an invalid argument")
+    @Test("A stall timeout that is not positive is an invalid option, named in the message")
     func invalidTimeout() {
-        #expect(throws: TransportError.self) {
+        let error = #expect(throws: TransportError.self) {
             _ = try BSDTransport(configuration: TransportConfiguration(eventLoopCount: 1, stallTimeout: .zero))
         }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.reason == .invalidOption)
+        #expect(error?.message.contains("0 seconds") == true)
     }
 }
 

@@ -16,6 +16,17 @@ public protocol BackendEventLoop: EventLoop {
 }
 
 extension BackendEventLoop {
+    /// ``EventLoop/execute(_:)``: queues `work`; dropped once the loop has stopped.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        _ = submit(work)
+    }
+
+    /// Traps in debug builds when called off the loop.
+    @inline(__always)
+    public func assertInLoop(file: StaticString = #file, line: UInt = #line) {
+        assert(inEventLoop, "called off the event loop", file: file, line: line)
+    }
+
     /// Runs `work` on the loop: at once when called there, else after a hop. When the
     /// loop has stopped, `ifStopped` runs on the calling thread instead.
     @inline(__always)

@@ -49,15 +49,6 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
 
     public var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
-    @inline(__always)
-    public func assertInLoop(file: StaticString = #file, line: UInt = #line) {
-        assert(inEventLoop, "called off the event loop", file: file, line: line)
-    }
-
-    public func execute(_ work: @escaping @Sendable () -> Void) {
-        _ = submit(work)
-    }
-
     public func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         switch tasks.submit(work, wakeNeeded: !inEventLoop) {
         case .refused: return false

@@ -10,7 +10,8 @@ import SwitchyardBackendKit
 /// keepalive and `TCP_USER_TIMEOUT` with the toolkit's ``StallSettings`` timing, set
 /// through libuv (`uv_tcp_keepalive`) and on the handle's descriptor.
 struct UVSocketSettings: Sendable, Hashable {
-    var stallTimeout: Duration?
+    /// The stall timeout's kernel settings, if the transport has one.
+    var stall: StallSettings?
 
     /// Applies the options to a connected TCP handle. Call on its loop. Returns the
     /// first libuv error (the connection still works, without the option).
@@ -19,8 +20,7 @@ struct UVSocketSettings: Sendable, Hashable {
         var first: Int32 = 0
         func note(_ status: Int32) { if first == 0 && status < 0 { first = status } }
         note(uv_tcp_nodelay(tcp, 1))
-        guard let stallTimeout else { return first }
-        let timing = StallSettings(timeout: stallTimeout)
+        guard let timing = stall else { return first }
         note(uv_tcp_keepalive(tcp, 1, UInt32(timing.keepaliveIdle)))
         let fd = csy_uv_tcp_fileno(tcp)
         guard fd >= 0 else {
