@@ -3,7 +3,9 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A Unix-domain stream connection on a ``UnixEventLoop``. The ``Connection`` contract
-/// is kept by the toolkit's ``ConnectionStateMachine``; this type does the system calls.
+/// is kept by the toolkit: ``ConnectionStateMachine`` holds its rules and
+/// ``StreamConnection`` its front (hops, refusals, handler, read demand, the write path);
+/// this type does the system calls.
 ///
 /// Reads go into the loop's buffer and reach the handler borrowed. A write goes to the
 /// kernel at once when nothing is queued; only what the kernel did not take is queued,
@@ -20,20 +22,19 @@ import SwitchyardBackendKit
 /// `unavailable`/`reset` (`EPIPE`).
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (the
-/// public methods hop there first); other threads read the state machine's
+/// toolkit's front hops there first); other threads read the state machine's
 /// ``ConnectionRecord``.
-final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @unchecked Sendable {
+final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @unchecked Sendable {
     let loop: UnixEventLoop
     let localAddress: Endpoint
     let remoteAddress: Endpoint
     var backendName: String { UnixTransport.backendName }
-    var eventLoop: any EventLoop { loop }
 
     private let lifecycle: TransportLifecycle<UnixEventLoop>
     private let fd: CInt
     private var socket: UnixSocket?
     /// Loop-confined and touched on every write: no runtime exclusivity check.
-    @exclusivity(unchecked) private var state = ConnectionStateMachine()
+    @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// The loop's watch and the events it waits for; nil while not in the epoll set.
     private var watch: (number: UInt64, events: UInt32)?
     /// Completions of writes a flush finished, run once the state settled (reused).
@@ -64,102 +65,43 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
         socket.take()?.close()
     }
 
-    // MARK: Connection
+    // MARK: StreamConnection
 
-    func setHandler(_ handler: any ConnectionHandler) {
-        loop.onLoop({
-            if case .reportEnd(let handler, let error) = self.state.setHandler(handler) {
-                self.loop.deferToEndOfTurn { handler.connectionDidClose(error: error) }
-            }
-        }, ifStopped: { self.state.record.reportEndToLateHandler(handler) })
-    }
-
-    func startReading() {
-        loop.onLoop { if self.state.startReading() { self.updateInterest() } }
-    }
-
-    func stopReading() {
-        loop.onLoop { if self.state.stopReading() { self.updateInterest() } }
-    }
-
-    var pendingWriteBytes: Int {
-        loop.inEventLoop ? state.pendingWriteBytes : state.record.pendingBytes
-    }
-
-    func write(_ bytes: [UInt8], completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.write(bytes, completion: completion) }, completion)
-            return
-        }
-        _ = bytes.withUnsafeBytes { send($0, keeping: bytes, completion: completion, sayingSentNow: false) }
-    }
-
-    func writeNowOrQueue(_ bytes: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop else {
-            write(bytes, completion: completion)
-            return false
-        }
-        return bytes.withUnsafeBytes { send($0, keeping: bytes, completion: completion, sayingSentNow: true) }
-    }
-
-    func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
-        guard loop.inEventLoop, state.writes.isEmpty, state.writeRefusal == nil else {
-            var joined = Array(header)
-            joined.append(contentsOf: payload)
-            return writeNowOrQueue(joined, completion: completion)
-        }
-        // Nothing queued: header and payload in one sendmsg, straight from both buffers.
-        let sent: Int? = payload.withUnsafeBytes { body in
+    func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
+        var count = 0
+        if let header {
             loop.writeVectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
-            loop.writeVectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
-            return sendGathered(count: body.isEmpty ? 1 : 2, total: header.count + body.count)
+            count = 1
         }
-        guard let sent else {
-            if let completion { loop.deferCompletion(completion, state.writeRefusal) }
-            return false
+        if !body.isEmpty {
+            loop.writeVectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
+            count += 1
         }
-        if sent == header.count + payload.count { return true }
-        // Queue the rest: the header's tail (copied, it is borrowed), then the payload
-        // itself from where the kernel stopped.
-        if sent < header.count {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: header[sent...])), completion: nil)
-            state.enqueue(payload, completion: completion)
-        } else {
-            state.enqueue(payload, offset: sent - header.count, completion: completion)
-        }
-        updateInterest()
-        return false
-    }
-
-    func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            let copy = Array(bytes)
-            hop({ self.write(copy, completion: completion) }, completion)
-            return
-        }
-        _ = send(bytes, keeping: nil, completion: completion, sayingSentNow: false)
-    }
-
-    func shutdownOutput(completion: WriteCompletion?) {
-        guard loop.inEventLoop else {
-            hop({ self.shutdownOutput(completion: completion) }, completion)
-            return
-        }
-        switch state.shutdownOutput(completion) {
-        case .refuse(let error):
-            if let completion { loop.deferCompletion(completion, error) }
-        case .shutDownNow:
-            let failure = shutDownWriteSide()
-            if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
-                loop.deferCompletion(completion, failure)
+        if count == 0 { return 0 }
+        do {
+            switch try Posix.sendGathered(fd, loop.writeVectors, count: count) {
+            case .done(let sent): return sent
+            case .wouldBlock: return 0
             }
-        case .afterPendingWrites:
-            break
+        } catch {
+            terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
+            return nil
         }
     }
 
-    func close() {
-        loop.onLoop { self.end(nil, deferringCallbacks: true) }
+    func writesQueued() {
+        updateInterest()
+    }
+
+    func readInterestChanged() {
+        updateInterest()
+    }
+
+    func shutDownOutputNow() {
+        let failure = shutDownWriteSide()
+        if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
+            loop.deferCompletion(completion, failure)
+        }
     }
 
     func reset() {
@@ -167,16 +109,15 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
         close()
     }
 
-    /// Runs `work` on the loop; once the loop has stopped, the transport has ended this
-    /// connection and `completion` hears that end here.
-    private func hop(_ work: @escaping @Sendable () -> Void, _ completion: WriteCompletion?) {
-        if !loop.submit(work) { state.record.completeLateWrite(completion) }
-    }
-
-    // MARK: TransportResource
-
-    func terminate(with error: TransportError) {
-        end(error, deferringCallbacks: false)
+    /// Ends the connection once (`error` nil for a local close): the descriptor closes
+    /// now, then the state machine's ending reports, at once or at the end of the turn.
+    func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+        guard let ending = state.end(with: error) else { return }
+        if let watch { loop.unwatch(fd, watch: watch.number) }
+        watch = nil
+        socket.take()?.close()
+        lifecycle.remove(self)
+        if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }
 
     // MARK: events
@@ -214,61 +155,13 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
                     if count < buffer.count { return }
                 }
             } catch {
-                end(ErrnoTable.error(error, while: "reading from \(remoteAddress)"), deferringCallbacks: false)
+                terminate(ErrnoTable.error(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
                 return
             }
         }
     }
 
     // MARK: writing
-
-    /// Every write of one buffer, on the loop: to the kernel at once when nothing is
-    /// queued, then what is left into the queue (`kept`, the caller's array, without a
-    /// copy; else a copy of the rest). Returns true when every byte went at once and
-    /// `sayingSentNow` asked to hear so instead of a completion (which then never runs).
-    private func send(_ bytes: UnsafeRawBufferPointer, keeping kept: [UInt8]?, completion: WriteCompletion?, sayingSentNow: Bool) -> Bool {
-        if let refusal = state.writeRefusal {
-            if let completion { loop.deferCompletion(completion, refusal) }
-            return false
-        }
-        var sent = 0
-        if state.writes.isEmpty {
-            loop.writeVectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
-            guard let count = sendGathered(count: 1, total: bytes.count) else {
-                if let completion { loop.deferCompletion(completion, state.writeRefusal) }
-                return false
-            }
-            if count == bytes.count {
-                if sayingSentNow { return true }
-                if let completion { loop.deferCompletion(completion, nil) }
-                return false
-            }
-            sent = count
-        }
-        if let kept {
-            state.enqueue(kept, offset: sent, completion: completion)
-        } else {
-            state.enqueue(Array(UnsafeRawBufferPointer(rebasing: bytes[sent...])), completion: completion)
-        }
-        updateInterest()
-        return false
-    }
-
-    /// Sends the loop's first `count` write vectors (`total` bytes); what the kernel
-    /// took, or nil when the send failed and ended the connection (its callbacks
-    /// deferred: a user's call is on the stack).
-    private func sendGathered(count: Int, total: Int) -> Int? {
-        if total == 0 { return 0 }
-        do {
-            switch try Posix.sendGathered(fd, loop.writeVectors, count: count) {
-            case .done(let sent): return sent
-            case .wouldBlock: return 0
-            }
-        } catch {
-            end(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferringCallbacks: true)
-            return nil
-        }
-    }
 
     /// Sends the queue, gathered, until it is empty or the kernel takes no more.
     private func flush() {
@@ -305,7 +198,7 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
         finished.removeAll(keepingCapacity: true)
         if let failure {
             for completion in done { completion(nil) }
-            end(failure, deferringCallbacks: false)
+            terminate(failure, deferCallbacks: false)
             return
         }
         var shutdownFailure: TransportError?
@@ -330,7 +223,7 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
         }
     }
 
-    // MARK: interest and the end
+    // MARK: interest
 
     /// Puts the descriptor in the epoll set for what the connection waits for, changes
     /// it, or takes it out when it waits for nothing.
@@ -354,18 +247,7 @@ final class UnixConnection: Connection, UnixWatcher, LoopBoundResource, @uncheck
                 watch = (current.number, wanted)
             }
         } catch {
-            end(ErrnoTable.error(error, while: "watching the connection to \(remoteAddress)"), deferringCallbacks: true)
+            terminate(ErrnoTable.error(error, while: "watching the connection to \(remoteAddress)"), deferCallbacks: true)
         }
-    }
-
-    /// Ends the connection once (`error` nil for a local close): the descriptor closes
-    /// now, then the state machine's ending reports, at once or at the end of the turn.
-    private func end(_ error: TransportError?, deferringCallbacks: Bool) {
-        guard let ending = state.end(with: error) else { return }
-        if let watch { loop.unwatch(fd, watch: watch.number) }
-        watch = nil
-        socket.take()?.close()
-        lifecycle.remove(self)
-        if deferringCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }
 }

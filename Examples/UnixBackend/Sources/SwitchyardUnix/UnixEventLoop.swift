@@ -66,10 +66,6 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
 
     var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
-    func execute(_ work: @escaping @Sendable () -> Void) {
-        _ = submit(work)
-    }
-
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         switch tasks.submit(work, wakeNeeded: !inEventLoop) {
         case .refused: return false
@@ -80,12 +76,12 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
     }
 
     func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assert(inEventLoop, "deferToEndOfTurn off the loop")
+        assertInLoop()
         deferred.append(work)
     }
 
     func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assert(inEventLoop, "deferCompletion off the loop")
+        assertInLoop()
         deferred.append(completion, result)
     }
 
@@ -109,7 +105,7 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
 
     /// Watches `fd` for `events` on behalf of `watcher`; returns the watch's number.
     func watch(_ fd: CInt, events: UInt32, by watcher: any UnixWatcher) throws(SyscallError) -> UInt64 {
-        assert(inEventLoop, "watch off the loop")
+        assertInLoop()
         nextWatch += 1
         try UnixSystem.epollAdd(epfd, fd, events: events, data: nextWatch)
         watchers[nextWatch] = watcher
@@ -123,7 +119,7 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
 
     /// Ends a watch. Call before closing `fd`.
     func unwatch(_ fd: CInt, watch: UInt64) {
-        assert(inEventLoop, "unwatch off the loop")
+        assertInLoop()
         watchers[watch] = nil
         try? UnixSystem.epollDelete(epfd, fd)
     }
