@@ -49,7 +49,7 @@ public final class UnixTransport: Transport {
     /// Starts the transport's event loops.
     /// - Throws: a ``TransportError`` when a loop or its thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
-        let count = configuration.eventLoopCount ?? Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))
+        let count = configuration.eventLoopCount ?? Posix.onlineCores()
         group = try EventLoopGroup(count: count) { index throws(TransportError) in
             try UnixEventLoop(name: "sy-unix-\(index)")
         }
