@@ -48,7 +48,8 @@ public protocol Connection: AnyObject, Sendable {
     var backendName: String { get }
     /// The loop the connection lives on; its handler runs there.
     var eventLoop: any EventLoop { get }
-    /// This end's address (port > 0, never the wildcard).
+    /// This end's address (port > 0, never the wildcard; for a Unix-domain socket, its
+    /// path or name).
     var localAddress: Endpoint { get }
     /// The peer's address.
     var remoteAddress: Endpoint { get }

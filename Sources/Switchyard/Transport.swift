@@ -17,7 +17,8 @@
 ///   - the calling task was cancelled: `cancelled`, reason `task cancelled` (the pending
 ///     connect is abandoned and its descriptor closed);
 ///   - the transport is shut down: `cancelled`, reason `shutdown`;
-///   - a malformed endpoint: `invalidArgument`, reason `invalid address`;
+///   - a malformed endpoint, or one of another network (a socket path at a backend of
+///     hosts and ports): `invalidArgument`, reason `invalid address`, naming it;
 ///   - out of descriptors: `resourceExhausted`, reason `resource limit`.
 /// - **listen(on:options:)** binds and listens before it returns; port 0 picks a free
 ///   port (read it from ``Listener/localAddress``). Errors: `unavailable`/`address in
