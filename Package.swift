@@ -93,12 +93,15 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
             swiftSettings: strict
         ),
-        // The library the loading tests load (see the product).
+        // The library the loading tests load (see the product). Linked as a backend library
+        // should be: -Bsymbolic binds its own symbols to itself even in a host that exports
+        // its copies (Swift's are protected anyway; this covers the C shims').
         .target(
             name: "SwitchyardBSDLoadedFixture",
             dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD"],
             path: "Tests/Fixtures/BSDLoaded",
-            swiftSettings: strict
+            swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
         ),
         // The Linux connectivity monitor: rtnetlink links, addresses and routes.
         .target(

@@ -28,6 +28,18 @@ struct LoadedBackendTests {
         #expect(registry.names == ["bsd-loaded"])
     }
 
+    @Test("The host exports none of its symbols to the libraries it loads, and a library's stay out of the global scope")
+    func symbolsStayApart() throws {
+        _ = try Self.loaded()
+        // If the host exported its copies (a link with --export-dynamic), a library's
+        // references to its C shims would bind to the host's (its Swift symbols are
+        // protected and bind within it whatever the host does). RTLD_LOCAL keeps the
+        // library's own symbols, its entry point among them, out of the global scope.
+        for symbol in ["$s10Switchyard14TransportErrorV4CodeVN", "csy_accept4", "switchyard_backend_entry"] {
+            #expect(dlsym(UnsafeMutableRawPointer(bitPattern: 0), symbol) == nil, "\(symbol) is in the global scope")
+        }
+    }
+
     @Test(
         "A loaded backend and the built-in bsd echo bytes both ways round, close, shut down, and leave no descriptor open",
         arguments: ["loaded client", "loaded server"])
