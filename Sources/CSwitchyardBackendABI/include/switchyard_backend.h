@@ -30,9 +30,9 @@
 //   the callback) that passes them; the receiver copies what it keeps. The table's own
 //   strings live as long as the process.
 // - Callbacks. Each function that takes a `done` callback calls it exactly once, with
-//   the `context` it was given, on any thread (never inside the call for connect,
-//   listen and shutdown; possibly inside it for `transport_make`). A `const sy_error *`
-//   is NULL on success. Callback tables (`sy_handler_callbacks`, `sy_accept_callbacks`)
+//   the `context` it was given, on any thread, possibly before the function returns
+//   (`transport_make` always does; a connect to a malformed endpoint may). A
+//   `const sy_error *` is NULL on success. A write's `done` may be NULL: no completion. Callback tables (`sy_handler_callbacks`, `sy_accept_callbacks`)
 //   are copied by the library when it receives them; their `release(context)` runs
 //   exactly once, when the library will call none of them again.
 // - Threads. Connection handler callbacks, accepted connections and write completions
