@@ -22,6 +22,9 @@ let package = Package(
         .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
         .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
+        // A backend library for the loading tests: bsd exported through the C entry point
+        // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
+        .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
         .executable(name: "echo-server", targets: ["echo-server"]),
         .executable(name: "echo-client", targets: ["echo-client"]),
     ],
@@ -38,14 +41,17 @@ let package = Package(
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
         .target(name: "CSwitchyardPosix"),
+        // The C interface of a backend library loaded at run time: one versioned table.
+        .target(name: "CSwitchyardBackendABI"),
         // The backend toolkit: what every backend's connections, listeners and transports
         // share (the connection contract as a state machine, loop queues, the resource
-        // registry and shutdown, stall settings, name resolution, socket addresses). A
-        // product: backends written outside this package build on it too.
+        // registry and shutdown, stall settings, name resolution, socket addresses), and
+        // both sides of a backend loaded at run time (Loadable/). A product: backends
+        // written outside this package build on it too.
         .target(
             name: "SwitchyardBackendKit",
             dependencies: [
-                "Switchyard", "CSwitchyardPosix",
+                "Switchyard", "CSwitchyardPosix", "CSwitchyardBackendABI",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ],
@@ -84,8 +90,18 @@ let package = Package(
         // The umbrella an application imports to pick a backend by name at run time.
         .target(
             name: "SwitchyardBackends",
-            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
             swiftSettings: strict
+        ),
+        // The library the loading tests load (see the product). Linked as a backend library
+        // should be: -Bsymbolic binds its own symbols to itself even in a host that exports
+        // its copies (Swift's are protected anyway; this covers the C shims').
+        .target(
+            name: "SwitchyardBSDLoadedFixture",
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD"],
+            path: "Tests/Fixtures/BSDLoaded",
+            swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
         ),
         // The Linux connectivity monitor: rtnetlink links, addresses and routes.
         .target(
@@ -154,6 +170,11 @@ let package = Package(
         .testTarget(
             name: "SwitchyardMemoryTests",
             dependencies: ["Switchyard", "SwitchyardMemory"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardBackendsTests",
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance"],
             swiftSettings: strict
         ),
         .testTarget(

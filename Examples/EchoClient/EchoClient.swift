@@ -1,6 +1,6 @@
 // echo-client: drives an echo server and checks every echoed byte.
 //
-//     echo-client [--backend NAME] [--host HOST] [--port PORT]
+//     echo-client [--backend NAME] [--backend-library PATH ...] [--host HOST] [--port PORT]
 //                 [--count N] [--size BYTES] [--concurrency C]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
 //
@@ -38,8 +38,15 @@ struct EchoClient: AsyncParsableCommand {
 
     static let maximumSize = 64 * 1024 * 1024
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
+    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
     var backend: String?
+
+    @Option(
+        name: .customLong("backend-library"),
+        help: ArgumentHelp(
+            "A backend library to load (a shared library exporting switchyard_backend_entry); its backend can then be chosen with --backend. Repeatable. The lib*.so files in the folders of $\(Backends.searchPathVariable) (colon-separated) are loaded too.",
+            valueName: "path"))
+    var backendLibraries: [String] = []
 
     @Option(help: "The echo server's host.")
     var host = "127.0.0.1"
@@ -109,6 +116,11 @@ struct EchoClient: AsyncParsableCommand {
         }
         guard connectTimeout > 0, connectTimeout <= 3600 else {
             throw ValidationError("--connect-timeout \(connectTimeout) is out of range: use a number of seconds in (0, 3600]")
+        }
+        do {
+            try Backends.loadLibraries(backendLibraries)
+        } catch {
+            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
         }
         do {
             _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))

@@ -1,6 +1,7 @@
 // echo-server: a TCP echo server on any Switchyard socket backend.
 //
-//     echo-server [--backend NAME] [--host HOST] [--port PORT | --path PATH] [--event-loops N]
+//     echo-server [--backend NAME] [--backend-library PATH ...] [--host HOST]
+//                 [--port PORT | --path PATH] [--event-loops N]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
 //
 // With `--path`, it listens on a Unix-domain socket path instead (for a backend of
@@ -15,6 +16,10 @@
 // status OK. With `--flow-control on` the server asks for one message at a time and
 // asks for the next only once the echo of the last one is in the kernel, so it holds at
 // most one message per call; with it off (the default) messages are echoed as they arrive.
+//
+// `--backend-library PATH` (repeatable) loads a backend built as a shared library, and
+// the lib*.so files in the folders of SWITCHYARD_BACKEND_PATH are loaded too; `--backend`
+// then accepts their names.
 //
 // SIGINT or SIGTERM stops it gracefully (exit 0); a second signal during the grace
 // period stops it at once.
@@ -35,8 +40,15 @@ struct EchoServer: AsyncParsableCommand {
             control on|off'), and runs until SIGINT or SIGTERM.
             """)
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
+    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
     var backend: String?
+
+    @Option(
+        name: .customLong("backend-library"),
+        help: ArgumentHelp(
+            "A backend library to load (a shared library exporting switchyard_backend_entry); its backend can then be chosen with --backend. Repeatable. The lib*.so files in the folders of $\(Backends.searchPathVariable) (colon-separated) are loaded too.",
+            valueName: "path"))
+    var backendLibraries: [String] = []
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -83,6 +95,11 @@ struct EchoServer: AsyncParsableCommand {
         }
         guard gracePeriod >= 0, gracePeriod <= 3600 else {
             throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
+        }
+        do {
+            try Backends.loadLibraries(backendLibraries)
+        } catch {
+            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
         }
         do {
             _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))

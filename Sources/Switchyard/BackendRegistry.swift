@@ -42,6 +42,11 @@ public struct TransportBackend: Sendable {
     }
 }
 
+extension TransportError.Reason {
+    /// A backend's name is registered already.
+    public static let duplicateBackend = TransportError.Reason("duplicate backend")
+}
+
 /// Backends by name, chosen at run time.
 ///
 /// Backends register themselves (the `SwitchyardBackends` module registers every backend
@@ -60,6 +65,23 @@ public final class BackendRegistry: Sendable {
     /// Adds (or replaces) a backend under its name.
     public func register(_ backend: TransportBackend) {
         backends.withLock { $0[backend.name] = backend }
+    }
+
+    /// Adds a backend under its name, unless a backend of that name is registered already
+    /// (a backend loaded at run time must never replace one silently).
+    /// - Throws: `failedPrecondition`, reason `duplicate backend`, naming it; the registry
+    ///   is left as it was.
+    public func registerNew(_ backend: TransportBackend) throws(TransportError) {
+        let added = backends.withLock { backends in
+            if backends[backend.name] != nil { return false }
+            backends[backend.name] = backend
+            return true
+        }
+        if !added {
+            throw TransportError(
+                code: .failedPrecondition, reason: .duplicateBackend,
+                message: "a backend named '\(backend.name)' is registered already")
+        }
     }
 
     /// The registered names, sorted.

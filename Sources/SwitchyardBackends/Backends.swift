@@ -1,5 +1,6 @@
 import Glibc
 public import Switchyard
+import SwitchyardBackendKit
 import SwitchyardBSD
 import SwitchyardMemory
 import SwitchyardUV
@@ -10,6 +11,10 @@ import SwitchyardUV
 /// let transport = try Backends.makeTransport()          // SWITCHYARD_BACKEND, else "bsd"
 /// let transport = try Backends.makeTransport(named: "memory")
 /// ```
+///
+/// Backends built as shared libraries join the registry at run time: by path
+/// (``loadLibrary(at:into:)``, what a `--backend-library` flag does) or from the folders
+/// in `SWITCHYARD_BACKEND_PATH` (``loadLibraries(_:searchPath:into:)`` does both).
 public enum Backends {
     /// The backend used when neither a name nor `SWITCHYARD_BACKEND` picks one.
     public static let defaultName = "bsd"
@@ -39,5 +44,57 @@ public enum Backends {
     ///   when the name is not registered.
     public static func makeTransport(named explicit: String? = nil, configuration: TransportConfiguration = TransportConfiguration()) throws -> any Transport {
         try registry.makeTransport(named: selectedName(explicit: explicit), configuration: configuration)
+    }
+
+    /// The environment variable that lists folders of backend libraries, colon-separated.
+    public static let searchPathVariable = LoadableBackend.searchPathVariable
+
+    /// Loads the backend library at `path` and registers its backend in `registry`.
+    /// - Returns: the loaded backend, under the name the library gave it.
+    /// - Throws: a ``TransportError`` naming the file: what `LoadableBackend.load(path:)`
+    ///   throws (`invalidArgument`: cannot load library, no entry point, interface
+    ///   version, malformed backend), or `failedPrecondition`, reason `duplicate backend`,
+    ///   when its name is registered already.
+    @discardableResult
+    public static func loadLibrary(at path: String, into registry: BackendRegistry = registry) throws(TransportError) -> TransportBackend {
+        let backend = try LoadableBackend.load(path: path)
+        do {
+            try registry.registerNew(backend)
+        } catch {
+            throw TransportError(
+                code: error.code, reason: error.reason,
+                message: "backend library '\(path)': \(error.message); registered backends: \(registry.names.joined(separator: ", "))")
+        }
+        return backend
+    }
+
+    /// Loads the backend libraries a program was given: each of `paths` (its
+    /// `--backend-library` flags), then every `lib*.so` in the folders of `searchPath`
+    /// (by default `SWITCHYARD_BACKEND_PATH` from the environment; see
+    /// `LoadableBackend.libraries(inSearchPath:)`), and registers their backends in
+    /// `registry`. One call for a tool:
+    ///
+    /// ```swift
+    /// try Backends.loadLibraries(backendLibraryFlags)
+    /// let transport = try Backends.makeTransport(named: backendFlag)
+    /// ```
+    ///
+    /// - Returns: the backends loaded, in that order.
+    /// - Throws: the first error, naming its file (see ``loadLibrary(at:into:)``);
+    ///   libraries loaded before it stay registered.
+    @discardableResult
+    public static func loadLibraries(
+        _ paths: [String] = [], searchPath: String? = environmentSearchPath, into registry: BackendRegistry = registry
+    ) throws(TransportError) -> [TransportBackend] {
+        var files = paths
+        if let searchPath { files += try LoadableBackend.libraries(inSearchPath: searchPath) }
+        var loaded: [TransportBackend] = []
+        for file in files { loaded.append(try loadLibrary(at: file, into: registry)) }
+        return loaded
+    }
+
+    /// `SWITCHYARD_BACKEND_PATH` from the environment, if set.
+    public static var environmentSearchPath: String? {
+        getenv(searchPathVariable).map { String(cString: $0) }
     }
 }

@@ -1,0 +1,172 @@
+import Foundation
+import Switchyard
+import SwitchyardBackendKit
+import Synchronization
+import Testing
+
+/// The C boundary itself, without a shared library: a test-double backend is exported
+/// (`LoadableBackend.export`) and loaded back from the table (`LoadableBackend.load(entry:)`),
+/// so every call, value and error goes through the C table and its structs as it does
+/// from a library, and the test double says exactly what arrived on the other side.
+@Suite("The backend library boundary")
+struct BoundaryTests {
+    /// A fresh name per backend: an export is kept per name.
+    static func bridged(_ script: Script) throws -> TransportBackend {
+        let name = "scripted-\(UUID().uuidString.prefix(8))"
+        let backend = TransportBackend(name: name, summary: "a scripted test double", usesSockets: true) { configuration in
+            script.recorded.withLock { $0.configuration = configuration }
+            if let error = script.makeError { throw error }
+            return ScriptedTransport(script)
+        }
+        return try LoadableBackend.load(entry: LoadableBackend.export(backend), origin: "in-process table \(name)")
+    }
+
+    static let codes: [TransportError.Code] = [
+        .cancelled, .unknown, .invalidArgument, .deadlineExceeded, .notFound, .permissionDenied,
+        .resourceExhausted, .failedPrecondition, .aborted, .unimplemented, .internal, .unavailable,
+    ]
+
+    @Test("Every code, and a reason, message and native error of their own, cross intact from make, connect and listen", arguments: codes)
+    func errorsCross(code: TransportError.Code) async throws {
+        let error = TransportError(
+            code: code, reason: .init("a reason of its own"), message: "naïve ✓ \(code), 100% (not a format)",
+            native: .init(domain: .init("custom"), code: -42, name: "E_CUSTOM"))
+        let script = Script(error: error)
+        #expect(throws: error) { try Self.bridged(Script(makeError: error)).make(TransportConfiguration()) }
+        let transport = try Self.bridged(script).make(TransportConfiguration())
+        await #expect(throws: error) { try await transport.connect(to: Endpoint(host: "127.0.0.1", port: 1)) }
+        await #expect(throws: error) { try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0)) }
+        await transport.shutdownNow()
+    }
+
+    @Test("An error without a native error arrives without one")
+    func errorWithoutNative() async throws {
+        let error = TransportError(code: .unavailable, reason: .refused, message: "refused")
+        let transport = try Self.bridged(Script(error: error)).make(TransportConfiguration())
+        await #expect(throws: error) { try await transport.connect(to: Endpoint(host: "127.0.0.1", port: 1)) }
+        await transport.shutdownNow()
+    }
+
+    @Test("An error that is no TransportError arrives as unknown, naming its type")
+    func foreignError() async throws {
+        struct Oops: Error {}
+        let transport = try Self.bridged(Script(foreign: Oops())).make(TransportConfiguration())
+        do {
+            _ = try await transport.connect(to: Endpoint(host: "127.0.0.1", port: 1))
+            Issue.record("the connect succeeded")
+        } catch let error as TransportError {
+            #expect(error.code == .unknown)
+            #expect(error.reason.name == "not a transport error")
+            #expect(error.message.contains("Oops"), "\(error)")
+        }
+        await transport.shutdownNow()
+    }
+
+    @Test("The configuration, endpoints, options and grace period reach the library as given")
+    func valuesCross() async throws {
+        let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
+        let configuration = TransportConfiguration(
+            eventLoopCount: 3, stallTimeout: .milliseconds(1500) + .nanoseconds(7), reservedDescriptors: 123)
+        let transport = try Self.bridged(script).make(configuration)
+        #expect(transport.name.hasPrefix("scripted-"))
+        _ = try? await transport.connect(to: Endpoint(host: "fe80::1%eth0", port: 4242), options: ConnectOptions(timeout: .milliseconds(2345)))
+        _ = try? await transport.listen(on: Endpoint(host: "example.invalid", port: 65535), options: ListenOptions(backlog: 77))
+        await transport.shutdown(gracePeriod: .seconds(3) + .nanoseconds(1))
+        let recorded = script.recorded.withLock { $0 }
+        #expect(recorded.configuration == configuration)
+        #expect(recorded.connect?.endpoint == Endpoint(host: "fe80::1%eth0", port: 4242))
+        #expect(recorded.connect?.options == ConnectOptions(timeout: .milliseconds(2345)))
+        #expect(recorded.listen?.endpoint == Endpoint(host: "example.invalid", port: 65535))
+        #expect(recorded.listen?.options == ListenOptions(backlog: 77))
+        #expect(recorded.gracePeriod == .seconds(3) + .nanoseconds(1))
+
+        let defaults = try Self.bridged(script).make(TransportConfiguration())
+        #expect(script.recorded.withLock { $0.configuration } == TransportConfiguration())
+        await defaults.shutdownNow()
+    }
+
+    @Test("Cancelling the task that connects cancels the connect in the library, also when it was cancelled before")
+    func cancellation() async throws {
+        let script = Script(waitsForCancellation: true)
+        let transport = try Self.bridged(script).make(TransportConfiguration())
+        let connecting = Task { try await transport.connect(to: Endpoint(host: "127.0.0.1", port: 1)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        connecting.cancel()
+        do {
+            _ = try await connecting.value
+            Issue.record("the cancelled connect succeeded")
+        } catch let error as TransportError {
+            #expect(error.code == .cancelled)
+            #expect(error.reason == .taskCancelled)
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+
+        let cancelledFirst = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await transport.connect(to: Endpoint(host: "127.0.0.1", port: 1))
+        }
+        do {
+            _ = try await cancelledFirst.value
+            Issue.record("the connect of a cancelled task succeeded")
+        } catch let error as TransportError {
+            #expect(error.reason == .taskCancelled)
+        }
+        await transport.shutdownNow()
+    }
+}
+
+/// What a ``ScriptedTransport`` does, and what reached it.
+final class Script: Sendable {
+    struct Recorded: Sendable {
+        var configuration: TransportConfiguration?
+        var connect: (endpoint: Endpoint, options: ConnectOptions)?
+        var listen: (endpoint: Endpoint, options: ListenOptions)?
+        var gracePeriod: Duration?
+    }
+    let makeError: TransportError?
+    let error: TransportError?
+    let foreign: (any Error)?
+    let waitsForCancellation: Bool
+    let recorded = Mutex(Recorded())
+
+    init(makeError: TransportError? = nil, error: TransportError? = nil, foreign: (any Error)? = nil, waitsForCancellation: Bool = false) {
+        self.makeError = makeError
+        self.error = error
+        self.foreign = foreign
+        self.waitsForCancellation = waitsForCancellation
+    }
+
+    func fail() async throws -> Never {
+        if waitsForCancellation {
+            do {
+                try await Task.sleep(for: .seconds(60))
+            } catch {
+                throw TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect's task was cancelled")
+            }
+        }
+        if let foreign { throw foreign }
+        throw error ?? TransportError(code: .internal, reason: .misuse, message: "the script has no error")
+    }
+}
+
+/// A transport that fails every connect and listen as its script says and records what
+/// it was asked.
+final class ScriptedTransport: Transport {
+    let script: Script
+    init(_ script: Script) { self.script = script }
+    var name: String { "scripted" }
+
+    func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
+        script.recorded.withLock { $0.connect = (endpoint, options) }
+        try await script.fail()
+    }
+
+    func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
+        script.recorded.withLock { $0.listen = (endpoint, options) }
+        try await script.fail()
+    }
+
+    func shutdown(gracePeriod: Duration) async { script.recorded.withLock { $0.gracePeriod = gracePeriod } }
+    func shutdownNow() async {}
+}
