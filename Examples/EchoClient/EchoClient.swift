@@ -1,7 +1,7 @@
 // echo-client: drives an echo server and checks every echoed byte.
 //
-//     echo-client [--backend NAME] [--backend-library PATH ...] [--host HOST] [--port PORT]
-//                 [--count N] [--size BYTES] [--concurrency C]
+//     echo-client [--backend NAME] [--backend-library PATH ...] [--host HOST]
+//                 [--port PORT | --path PATH] [--count N] [--size BYTES] [--concurrency C]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
 //
 // Opens `concurrency` connections; each does `count` sequential round trips: it writes
@@ -16,6 +16,9 @@
 // finishes sending and expects the call to end with status OK. Against a raw echo server
 // the messages come back intact (a raw echo of a frame is the same frame) but no status
 // does: the call ends with `unavailable`, and the client says so.
+//
+// With `--path`, it connects to a Unix-domain socket path instead (for a backend of
+// socket paths, such as the `unix` backend of Examples/UnixBackend).
 //
 // Prints a summary; exits 1 on any error or mismatch.
 
@@ -54,6 +57,9 @@ struct EchoClient: AsyncParsableCommand {
     @Option(help: "The echo server's port.")
     var port = 7007
 
+    @Option(help: "Connect to this Unix-domain socket path (unix:PATH) instead of --host and --port, for a backend of socket paths such as 'unix'.")
+    var path: String?
+
     @Option(help: "Round trips per connection.")
     var count = 1000
 
@@ -89,6 +95,13 @@ struct EchoClient: AsyncParsableCommand {
             try Endpoint.validate(host: host)
         } catch {
             throw ValidationError("--host: \(error.message)")
+        }
+        if let path {
+            do {
+                try Endpoint.validate(path: path)
+            } catch {
+                throw ValidationError("--path: \(error.message)")
+            }
         }
         guard count >= 1 else {
             throw ValidationError("--count \(count) is out of range: each connection sends at least 1 message")
@@ -138,7 +151,7 @@ struct EchoClient: AsyncParsableCommand {
             fail("cannot start backend '\(name)': \(error)")
         }
 
-        let endpoint = Endpoint(host: host, port: port)
+        let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
         let options = ConnectOptions(timeout: .milliseconds(Int64(connectTimeout * 1000)))
         let (count, size, mode) = (self.count, self.size, self.mode)
         let callOptions = CallOptions(enableFlowControl: flowControl == .on, maximumMessageSize: Self.maximumSize)

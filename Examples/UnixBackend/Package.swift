@@ -18,6 +18,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "SwitchyardUnix", targets: ["SwitchyardUnix"]),
+        // The backend as a shared library for hosts that load backends at run time
+        // (`echo-server --backend-library .build/debug/libSwitchyardUnixBackend.so`).
+        .library(name: "SwitchyardUnixBackend", type: .dynamic, targets: ["SwitchyardUnixBackend"]),
     ],
     dependencies: [
         .package(name: "switchyard", path: "../.."),
@@ -35,11 +38,23 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The library's one entry point. Linked as a backend library should be: with
+        // -Bsymbolic its own C symbols bind to its own copy whatever the host exports.
+        .target(
+            name: "SwitchyardUnixBackend",
+            dependencies: [
+                "SwitchyardUnix",
+                .product(name: "SwitchyardBackendKit", package: "switchyard"),
+            ],
+            swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
+        ),
         .testTarget(
             name: "SwitchyardUnixTests",
             dependencies: [
                 "SwitchyardUnix",
                 .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardBackendKit", package: "switchyard"),
                 .product(name: "SwitchyardConformance", package: "switchyard"),
             ],
             swiftSettings: strict

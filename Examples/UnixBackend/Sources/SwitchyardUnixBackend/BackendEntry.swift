@@ -1,0 +1,13 @@
+// The unix backend as a library a host loads at run time: the `.dynamic` product
+// SwitchyardUnixBackend (libSwitchyardUnixBackend.so). A Switchyard program loads it with
+// `--backend-library PATH` (the stock echo-server and echo-client), or finds it in a
+// folder of SWITCHYARD_BACKEND_PATH, and then picks `unix` by name.
+import SwitchyardBackendKit
+import SwitchyardUnix
+
+/// The one symbol a backend library exports: the table of C functions that hands the
+/// `unix` backend over (see `LoadableBackend`).
+@_cdecl("switchyard_backend_entry")
+public func switchyardBackendEntry() -> UnsafeRawPointer {
+    LoadableBackend.export(UnixTransport.backend)
+}
