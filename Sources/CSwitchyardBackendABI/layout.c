@@ -14,7 +14,3 @@ _Static_assert(offsetof(sy_connect_options, size) == 0, "sy_connect_options star
 _Static_assert(offsetof(sy_listen_options, size) == 0, "sy_listen_options starts with its size");
 _Static_assert(offsetof(sy_handler_callbacks, size) == 0, "sy_handler_callbacks starts with its size");
 _Static_assert(offsetof(sy_accept_callbacks, size) == 0, "sy_accept_callbacks starts with its size");
-// A field added to version 1's table comes after every field of its first edition, whose
-// end is the smallest size a host accepts.
-_Static_assert(offsetof(sy_backend, local_endpoint) == offsetof(sy_backend, loop_execute) + sizeof(void (*)(void)),
-               "local_endpoint follows the first edition of the version 1 table");

@@ -85,30 +85,6 @@ struct BoundaryTests {
         await defaults.shutdownNow()
     }
 
-    @Test("Path endpoints cross intact, and so does the backend's local endpoint, fresh at each call")
-    func pathsCross() async throws {
-        let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
-        let calls = Atomic<Int>(0)
-        let name = "scripted-\(UUID().uuidString.prefix(8))"
-        let backend = TransportBackend(
-            name: name, summary: "a scripted test double of socket paths", usesSockets: true, network: "unix",
-            localEndpoint: { Endpoint(unixPath: "/tmp/local-\(calls.add(1, ordering: .relaxed).newValue).sock") }
-        ) { _ in ScriptedTransport(script) }
-        let loaded = try LoadableBackend.load(entry: LoadableBackend.export(backend), origin: "in-process table \(name)")
-        #expect(loaded.network == "unix")
-        #expect(loaded.localEndpoint() == Endpoint(unixPath: "/tmp/local-1.sock"))
-        #expect(loaded.localEndpoint() == Endpoint(unixPath: "/tmp/local-2.sock"))
-        let transport = try loaded.make(TransportConfiguration())
-        _ = try? await transport.connect(to: Endpoint(unixPath: "/run/app.sock"))
-        _ = try? await transport.listen(on: Endpoint(unixPath: "@abstract-name"))
-        let recorded = script.recorded.withLock { $0 }
-        #expect(recorded.connect?.endpoint == Endpoint(unixPath: "/run/app.sock"))
-        #expect(recorded.listen?.endpoint == Endpoint(unixPath: "@abstract-name"))
-        await transport.shutdownNow()
-        // A backend that names no local endpoint crosses with the default.
-        #expect(try Self.bridged(script).localEndpoint() == Endpoint(host: "127.0.0.1", port: 0))
-    }
-
     @Test("Cancelling the task that connects cancels the connect in the library, also when it was cancelled before")
     func cancellation() async throws {
         let script = Script(waitsForCancellation: true)

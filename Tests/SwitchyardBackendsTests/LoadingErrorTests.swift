@@ -84,16 +84,6 @@ struct LoadingErrorTests {
         #expect(error.message.contains(named), "\(error)")
     }
 
-    @Test("A table of version 1's first edition, without the fields added at its end since, loads with their defaults")
-    func firstEditionTable() throws {
-        let path = try CFixture.build(
-            CFixture.tableSource, name: "firstedition",
-            defines: ["TABLE_SIZE=offsetof(sy_backend,local_endpoint)", "NAME=\"first-edition\""], in: folder)
-        let backend = try Backends.loadLibrary(at: path, into: BackendRegistry())
-        #expect(backend.name == "first-edition")
-        #expect(backend.localEndpoint() == Endpoint(host: "127.0.0.1", port: 0))
-    }
-
     @Test("A library whose backend's name is registered already is refused, and the registry keeps the first")
     func duplicateName() throws {
         let registry = BackendRegistry()

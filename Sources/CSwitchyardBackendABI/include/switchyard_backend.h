@@ -100,7 +100,7 @@ typedef struct sy_error {
     const char *native_name;     ///< e.g. "ECONNREFUSED" (when native_domain is set)
 } sy_error;
 
-/// An `Endpoint`: a host and a port, or a Unix-domain socket path.
+/// An `Endpoint`: a host and a port, or (later) a Unix-domain socket path.
 typedef struct sy_endpoint {
     uint32_t size;               ///< sizeof(sy_endpoint)
     const char *host;            ///< an IP literal or a name; "" for a path endpoint
@@ -240,12 +240,6 @@ typedef struct sy_backend {
     /// Queues work on the loop (never inline). Exactly one of `run(context)` (on the loop)
     /// or `drop(context)` (the loop has stopped and refused it; any thread) happens, once.
     void (*loop_execute)(sy_loop *loop, sy_work_fn run, sy_work_fn drop, void *context);
-
-    // Added after the first table of version 1: read only when `size` covers it.
-    /// `TransportBackend.localEndpoint`: where a local test listens on this backend, a
-    /// fresh endpoint per call (a backend of socket paths gives a new path). NULL means
-    /// the default, 127.0.0.1 with port 0.
-    void (*local_endpoint)(const struct sy_backend *backend, sy_endpoint_fn result, void *context);
 } sy_backend;
 
 /// The entry point a backend library exports. Returns the same table on every call.

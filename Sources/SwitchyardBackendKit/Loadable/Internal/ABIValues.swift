@@ -15,9 +15,6 @@ enum ABISize {
     static let handlerCallbacks = UInt32(MemoryLayout<sy_handler_callbacks>.size)
     static let acceptCallbacks = UInt32(MemoryLayout<sy_accept_callbacks>.size)
     static let backend = UInt32(MemoryLayout<sy_backend>.size)
-    /// The table of version 1 as first published, before the fields added at its end:
-    /// the smallest table a host accepts.
-    static let backendFirstEdition = UInt32(MemoryLayout<sy_backend>.offset(of: \sy_backend.local_endpoint)!)
 }
 
 extension TransportError.Reason {
@@ -85,22 +82,18 @@ extension TransportError {
 // MARK: - Endpoints
 
 extension Endpoint {
-    /// Runs `body` with this endpoint as a `sy_endpoint`, borrowed for the call.
+    /// Runs `body` with this endpoint as a `sy_endpoint` (no path), borrowed for the call.
     func withABI<R>(_ body: (UnsafePointer<sy_endpoint>) -> R) -> R {
         host.withCString { host in
             var endpoint = sy_endpoint(size: ABISize.endpoint, host: host, port: Int32(port), path: nil)
-            guard let path else { return withUnsafePointer(to: &endpoint, body) }
-            return path.withCString { path in
-                endpoint.path = path
-                return withUnsafePointer(to: &endpoint, body)
-            }
+            return withUnsafePointer(to: &endpoint, body)
         }
     }
 
-    /// The endpoint the other side passed: a path endpoint when it has a path (an empty
-    /// one for an unnamed socket), else a host and port.
+    /// The endpoint the other side passed.
     /// - Throws: `invalidArgument`, reason `invalid address`, for a struct too small, a
-    ///   missing host, or a port out of range.
+    ///   missing host, a port out of range, or a path (an endpoint form this build of
+    ///   Switchyard does not have).
     init(abi endpoint: UnsafePointer<sy_endpoint>?) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .invalidArgument, reason: .invalidAddress, message: "an endpoint passed to or from a backend library \(why)")
@@ -108,8 +101,7 @@ extension Endpoint {
         guard let endpoint, endpoint.pointee.size >= ABISize.endpoint else { throw bad("is missing or too small to read") }
         let value = endpoint.pointee
         if let path = value.path {
-            self.init(unixPath: String(cString: path))
-            return
+            throw bad("is the Unix-domain socket path '\(String(cString: path))', which this build of Switchyard cannot express")
         }
         guard let host = value.host else { throw bad("has no host") }
         guard (0...65535).contains(value.port) else { throw bad("has the port \(value.port), out of range 0...65535") }

@@ -71,14 +71,11 @@ final class BackendLibrary: @unchecked Sendable {
                 message: "backend library '\(origin)' was built for backend interface version \(version); this program speaks version \(SY_BACKEND_ABI_VERSION). Rebuild the library against this program's Switchyard, with the same Swift toolchain")
         }
         let size = raw.load(fromByteOffset: 4, as: UInt32.self)
-        guard size >= ABISize.backendFirstEdition else {
-            throw malformed("its table is \(size) bytes, smaller than the \(ABISize.backendFirstEdition) bytes of interface version \(SY_BACKEND_ABI_VERSION)")
+        guard size >= ABISize.backend else {
+            throw malformed("its table is \(size) bytes, smaller than the \(ABISize.backend) bytes of interface version \(SY_BACKEND_ABI_VERSION)")
         }
         let pointer = raw.assumingMemoryBound(to: sy_backend.self)
-        // A table of the first edition ends before the fields added since: copy what it
-        // has, and leave the rest NULL (their defaults).
-        var table = sy_backend()
-        withUnsafeMutableBytes(of: &table) { $0.copyMemory(from: UnsafeRawBufferPointer(start: raw, count: min(Int(size), MemoryLayout<sy_backend>.size))) }
+        let table = pointer.pointee
 
         func string(_ field: UnsafePointer<CChar>?, _ name: String, mayBeEmpty: Bool = false) throws(TransportError) -> String {
             guard let field else { throw malformed("its \(name) is NULL") }
@@ -137,13 +134,7 @@ final class BackendLibrary: @unchecked Sendable {
 
     /// The registry entry: a backend whose transports call through the table.
     var backend: TransportBackend {
-        var localEndpoint: (@Sendable () -> Endpoint)?
-        if let fetch = table.local_endpoint {
-            localEndpoint = { [self] in Endpoint.reported { result, context in fetch(entry, result, context) } }
-        }
-        return TransportBackend(
-            name: name, summary: summary, usesSockets: usesSockets, network: network, localEndpoint: localEndpoint
-        ) { [self] configuration in
+        TransportBackend(name: name, summary: summary, usesSockets: usesSockets, network: network) { [self] configuration in
             try LoadedTransport(library: self, configuration: configuration)
         }
     }

@@ -136,13 +136,6 @@ final class ExportedBackend: Sendable {
             let work = ForeignWork(run: run, drop: drop, context: context)
             Handle.object(loop, as: ExportedLoop.self).loop.execute { work() }
         }
-
-        // Added to version 1's table.
-        table.local_endpoint = { backend, result, context in
-            guard let own = backend?.pointee.context else { return }
-            Unmanaged<ExportedBackend>.fromOpaque(own).takeUnretainedValue().backend.localEndpoint()
-                .withABI { result?(context, $0) }
-        }
         return table
     }
 
