@@ -11,9 +11,11 @@ import Testing
 @Suite("The backend library boundary")
 struct BoundaryTests {
     /// A fresh name per backend: an export is kept per name.
-    static func bridged(_ script: Script) throws -> TransportBackend {
+    static func bridged(_ script: Script, localEndpoint: (@Sendable () -> Endpoint)? = nil) throws -> TransportBackend {
         let name = "scripted-\(UUID().uuidString.prefix(8))"
-        let backend = TransportBackend(name: name, summary: "a scripted test double", usesSockets: true) { configuration in
+        let backend = TransportBackend(
+            name: name, summary: "a scripted test double", usesSockets: true, localEndpoint: localEndpoint
+        ) { configuration in
             script.recorded.withLock { $0.configuration = configuration }
             if let error = script.makeError { throw error }
             return ScriptedTransport(script)
@@ -83,6 +85,36 @@ struct BoundaryTests {
         let defaults = try Self.bridged(script).make(TransportConfiguration())
         #expect(script.recorded.withLock { $0.configuration } == TransportConfiguration())
         await defaults.shutdownNow()
+    }
+
+    @Test("Path endpoints cross both ways: file system, abstract and unnamed")
+    func pathEndpoints() async throws {
+        for path in ["/tmp/switchyard-test.sock", "@switchyard-abstract", ""] {
+            let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
+            let transport = try Self.bridged(script).make(TransportConfiguration())
+            _ = try? await transport.connect(to: Endpoint(unixPath: path))
+            _ = try? await transport.listen(on: Endpoint(unixPath: path))
+            let recorded = script.recorded.withLock { $0 }
+            #expect(recorded.connect?.endpoint == Endpoint(unixPath: path))
+            #expect(recorded.connect?.endpoint.path == path)
+            #expect(recorded.listen?.endpoint == Endpoint(unixPath: path))
+            await transport.shutdownNow()
+        }
+    }
+
+    @Test("A backend's local endpoint crosses, a fresh one each call; without one it is 127.0.0.1, port 0")
+    func localEndpoint() throws {
+        let counter = Mutex(0)
+        let loaded = try Self.bridged(Script()) {
+            let call = counter.withLock { count in
+                count += 1
+                return count
+            }
+            return Endpoint(unixPath: "/tmp/switchyard-local-\(call).sock")
+        }
+        #expect(loaded.localEndpoint() == Endpoint(unixPath: "/tmp/switchyard-local-1.sock"))
+        #expect(loaded.localEndpoint() == Endpoint(unixPath: "/tmp/switchyard-local-2.sock"))
+        #expect(try Self.bridged(Script()).localEndpoint() == Endpoint(host: "127.0.0.1", port: 0))
     }
 
     @Test("Cancelling the task that connects cancels the connect in the library, also when it was cancelled before")

@@ -84,6 +84,19 @@ struct LoadingErrorTests {
         #expect(error.message.contains(named), "\(error)")
     }
 
+    @Test("A table built before backend_local_endpoint was added loads, and nothing past its size is read")
+    func tableOfTheFirstFields() throws {
+        // The field past the table's size is set to a function that never answers: were it
+        // read and called, the local endpoint would not be the default.
+        let path = try CFixture.build(
+            CFixture.tableSource, name: "firstfields",
+            defines: ["TABLE_SIZE=offsetof(sy_backend,backend_local_endpoint)", "SET_LOCAL_ENDPOINT", "NAME=\"c-first-fields\""],
+            in: folder)
+        let backend = try Backends.loadLibrary(at: path, into: BackendRegistry())
+        #expect(backend.name == "c-first-fields")
+        #expect(backend.localEndpoint() == Endpoint(host: "127.0.0.1", port: 0))
+    }
+
     @Test("A library whose backend's name is registered already is refused, and the registry keeps the first")
     func duplicateName() throws {
         let registry = BackendRegistry()

@@ -100,12 +100,12 @@ typedef struct sy_error {
     const char *native_name;     ///< e.g. "ECONNREFUSED" (when native_domain is set)
 } sy_error;
 
-/// An `Endpoint`: a host and a port, or (later) a Unix-domain socket path.
+/// An `Endpoint`: a host and a port, or a Unix-domain socket path.
 typedef struct sy_endpoint {
     uint32_t size;               ///< sizeof(sy_endpoint)
     const char *host;            ///< an IP literal or a name; "" for a path endpoint
-    int32_t port;                ///< 0...65535
-    const char *path;            ///< a Unix-domain socket path; NULL for a host and port
+    int32_t port;                ///< 0...65535; 0 for a path endpoint
+    const char *path;            ///< a socket path (`@name`: abstract; "": unnamed); NULL for a host and port
 } sy_endpoint;
 
 /// A `TransportConfiguration`.
@@ -166,7 +166,8 @@ typedef struct sy_accept_callbacks {
     void (*release)(void *context);
 } sy_accept_callbacks;
 
-/// The table a backend library hands over. Every function pointer is set.
+/// The table a backend library hands over. Every function pointer is set, except those
+/// marked "may be NULL".
 typedef struct sy_backend {
     /// SY_BACKEND_ABI_VERSION as the library was built; read first.
     uint32_t abi_version;
@@ -240,6 +241,12 @@ typedef struct sy_backend {
     /// Queues work on the loop (never inline). Exactly one of `run(context)` (on the loop)
     /// or `drop(context)` (the loop has stopped and refused it; any thread) happens, once.
     void (*loop_execute)(sy_loop *loop, sy_work_fn run, sy_work_fn drop, void *context);
+
+    // Added after the first fields (a host reads it only when `size` covers it).
+    /// `TransportBackend.localEndpoint`: an endpoint to listen on for a local test, such
+    /// as the conformance kit's listeners (a fresh one each call; for a Unix-domain
+    /// backend a new socket path). May be NULL: 127.0.0.1, port 0.
+    void (*backend_local_endpoint)(const struct sy_backend *backend, sy_endpoint_fn result, void *context);
 } sy_backend;
 
 /// The entry point a backend library exports. Returns the same table on every call.

@@ -90,6 +90,9 @@ enum CFixture {
             SET(connection_stop_reading); SET(connection_write); SET(connection_write_now_or_queue);
             SET(connection_pending_write_bytes); SET(connection_shutdown_output); SET(connection_close);
             SET(connection_reset); SET(loop_retain); SET(loop_release); SET(loop_in_event_loop); SET(loop_execute);
+        #ifdef SET_LOCAL_ENDPOINT
+            SET(backend_local_endpoint);
+        #endif
         #ifdef LEAVE_NULL
             table.LEAVE_NULL = 0;
         #endif

@@ -82,18 +82,22 @@ extension TransportError {
 // MARK: - Endpoints
 
 extension Endpoint {
-    /// Runs `body` with this endpoint as a `sy_endpoint` (no path), borrowed for the call.
+    /// Runs `body` with this endpoint as a `sy_endpoint`, borrowed for the call.
     func withABI<R>(_ body: (UnsafePointer<sy_endpoint>) -> R) -> R {
         host.withCString { host in
             var endpoint = sy_endpoint(size: ABISize.endpoint, host: host, port: Int32(port), path: nil)
-            return withUnsafePointer(to: &endpoint, body)
+            guard let path else { return withUnsafePointer(to: &endpoint, body) }
+            return path.withCString { path in
+                endpoint.path = path
+                return withUnsafePointer(to: &endpoint, body)
+            }
         }
     }
 
-    /// The endpoint the other side passed.
+    /// The endpoint the other side passed: a path endpoint when `path` is set, else a
+    /// host and port.
     /// - Throws: `invalidArgument`, reason `invalid address`, for a struct too small, a
-    ///   missing host, a port out of range, or a path (an endpoint form this build of
-    ///   Switchyard does not have).
+    ///   missing host, or a port out of range.
     init(abi endpoint: UnsafePointer<sy_endpoint>?) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .invalidArgument, reason: .invalidAddress, message: "an endpoint passed to or from a backend library \(why)")
@@ -101,7 +105,8 @@ extension Endpoint {
         guard let endpoint, endpoint.pointee.size >= ABISize.endpoint else { throw bad("is missing or too small to read") }
         let value = endpoint.pointee
         if let path = value.path {
-            throw bad("is the Unix-domain socket path '\(String(cString: path))', which this build of Switchyard cannot express")
+            self.init(unixPath: String(cString: path))
+            return
         }
         guard let host = value.host else { throw bad("has no host") }
         guard (0...65535).contains(value.port) else { throw bad("has the port \(value.port), out of range 0...65535") }

@@ -71,11 +71,15 @@ final class BackendLibrary: @unchecked Sendable {
                 message: "backend library '\(origin)' was built for backend interface version \(version); this program speaks version \(SY_BACKEND_ABI_VERSION). Rebuild the library against this program's Switchyard, with the same Swift toolchain")
         }
         let size = raw.load(fromByteOffset: 4, as: UInt32.self)
-        guard size >= ABISize.backend else {
-            throw malformed("its table is \(size) bytes, smaller than the \(ABISize.backend) bytes of interface version \(SY_BACKEND_ABI_VERSION)")
+        guard size >= Self.requiredSize else {
+            throw malformed("its table is \(size) bytes, smaller than the \(Self.requiredSize) bytes of interface version \(SY_BACKEND_ABI_VERSION)")
         }
         let pointer = raw.assumingMemoryBound(to: sy_backend.self)
-        let table = pointer.pointee
+        // Only what the library's table holds: fields added after it was built stay NULL.
+        var table = sy_backend()
+        withUnsafeMutableBytes(of: &table) { copy in
+            copy.copyMemory(from: UnsafeRawBufferPointer(start: raw, count: min(Int(size), copy.count)))
+        }
 
         func string(_ field: UnsafePointer<CChar>?, _ name: String, mayBeEmpty: Bool = false) throws(TransportError) -> String {
             guard let field else { throw malformed("its \(name) is NULL") }
@@ -132,12 +136,25 @@ final class BackendLibrary: @unchecked Sendable {
         self.usesSockets = table.uses_sockets
     }
 
-    /// The registry entry: a backend whose transports call through the table.
+    /// The registry entry: a backend whose transports call through the table, and whose
+    /// local endpoint is the library's (when its table has one).
     var backend: TransportBackend {
-        TransportBackend(name: name, summary: summary, usesSockets: usesSockets, network: network) { [self] configuration in
+        var localEndpoint: (@Sendable () -> Endpoint)?
+        if table.backend_local_endpoint != nil {
+            localEndpoint = { [self] in
+                Endpoint.reported { result, context in table.backend_local_endpoint!(entry, result, context) }
+            }
+        }
+        return TransportBackend(
+            name: name, summary: summary, usesSockets: usesSockets, network: network, localEndpoint: localEndpoint
+        ) { [self] configuration in
             try LoadedTransport(library: self, configuration: configuration)
         }
     }
+
+    /// The size of the fields every table of this version has: those before the first
+    /// field added later (`backend_local_endpoint`, which may be missing or NULL).
+    static let requiredSize = UInt32(MemoryLayout<sy_backend>.offset(of: \.backend_local_endpoint)!)
 }
 
 /// The dynamic loader's message for the last failure on this thread.

@@ -136,6 +136,11 @@ final class ExportedBackend: Sendable {
             let work = ForeignWork(run: run, drop: drop, context: context)
             Handle.object(loop, as: ExportedLoop.self).loop.execute { work() }
         }
+        table.backend_local_endpoint = { backend, result, context in
+            guard let own = backend?.pointee.context, let result else { return }
+            Unmanaged<ExportedBackend>.fromOpaque(own).takeUnretainedValue()
+                .backend.localEndpoint().withABI { result(context, $0) }
+        }
         return table
     }
 
