@@ -6,7 +6,11 @@ public import Switchyard
 ///
 /// The kit imports no test framework. A scenario throws a ``ConformanceFailure`` (or
 /// the runner wraps whatever else it threw); any harness can call
-/// ``run(_:client:server:configuration:)`` and report the error.
+/// ``run(_:client:server:configuration:)`` and report the error, or
+/// ``outcome(of:client:server:configuration:log:)`` for a value (passed, failed, skipped,
+/// with what the scenario measured). ``ConformanceRunner`` runs a selection of scenarios
+/// and pairs into a ``ConformanceReport``; the `switchyard-conformance` tool and
+/// `swift package conformance` print it.
 ///
 /// ```swift
 /// ConformanceKit.prepareProcess()
@@ -250,16 +254,21 @@ public enum ConformanceKit {
 
         let clientTransport: any Transport
         let serverTransport: any Transport
+        func notMade(_ side: String, _ backend: TransportBackend, _ error: any Error) -> Ended {
+            let made = failure("making the \(side) transport '\(backend.name)' failed: \(error)")
+            log("[conformance] [\(pair)] \(scenario.name): FAILED: \(made.message)")
+            return Ended(failure: made)
+        }
         do {
             clientTransport = try client.make(configuration)
         } catch {
-            return Ended(failure: failure("making the client transport '\(client.name)' failed: \(error)"))
+            return notMade("client", client, error)
         }
         do {
             serverTransport = try server.make(configuration)
         } catch {
             await clientTransport.shutdownNow()
-            return Ended(failure: failure("making the server transport '\(server.name)' failed: \(error)"))
+            return notMade("server", server, error)
         }
         var context = ConformanceContext(
             scenario: scenario.name, client: clientTransport, server: serverTransport,

@@ -158,6 +158,26 @@ struct ConformanceRunnerTests {
         #expect(finished.withLock { $0 }.first?.contains(": FAILED in ") == true)
     }
 
+    @Test("A backend whose transport cannot be made is FAILED with the reason, not skipped or passed")
+    func transportNotMade() async throws {
+        struct Refusal: Error, CustomStringConvertible { var description: String { "no transport today" } }
+        let backend = TransportBackend(name: "unmakeable", summary: "cannot make a transport", usesSockets: false) { _ in
+            throw Refusal()
+        }
+        let scenario = try #require(ConformanceKit.scenario(named: ConformanceKit.scenarios[0].name))
+        let logged = Mutex<[String]>([])
+        let outcome = await ConformanceKit.outcome(of: scenario, client: backend, server: backend) { line in
+            logged.withLock { $0.append(line) }
+        }
+        #expect(outcome.status == .failed)
+        #expect(outcome.reason == "making the client transport 'unmakeable' failed: no transport today")
+        #expect(outcome.pair == "unmakeable→unmakeable")
+        #expect(logged.withLock { $0 }.contains { $0.contains("FAILED: making the client transport") })
+        await #expect(throws: ConformanceFailure.self) {
+            try await ConformanceKit.run(scenario, client: backend, server: backend)
+        }
+    }
+
     // MARK: - The tool
 
     @Test("switchyard-conformance exits 2 for an unknown backend, naming the registered ones, and runs nothing")
