@@ -17,25 +17,29 @@ extension ConformanceReport {
 
     /// Reads a report ``json()`` wrote.
     /// - Throws: a `DecodingError` for text that is not such a report, or a
-    ///   ``ConformanceReportFormatError`` for a report of another ``formatVersion``.
+    ///   ``ConformanceReportFormatError`` for a report of another ``formatVersion`` or
+    ///   one whose rows do not have a cell per column.
     public init(json: [UInt8]) throws {
         self = try JSONDecoder().decode(ConformanceReport.self, from: Data(json))
         guard version == Self.formatVersion else {
-            throw ConformanceReportFormatError(version: version)
+            throw ConformanceReportFormatError(
+                "the report is of format version \(version); this version reads version \(Self.formatVersion)")
+        }
+        if let row = rows.first(where: { $0.outcomes.count != columns.count }) {
+            throw ConformanceReportFormatError(
+                "scenario \(row.number) has \(row.outcomes.count) cells for \(columns.count) columns")
         }
     }
 }
 
-/// A report written in a JSON layout this version does not read.
+/// A JSON report this version cannot read, and why.
 public struct ConformanceReportFormatError: Error, Sendable, CustomStringConvertible {
-    /// The version the JSON says it is.
-    public var version: Int
+    /// What is wrong with it.
+    public var message: String
 
-    public init(version: Int) {
-        self.version = version
+    public init(_ message: String) {
+        self.message = message
     }
 
-    public var description: String {
-        "the report is of format version \(version); this version reads version \(ConformanceReport.formatVersion)"
-    }
+    public var description: String { message }
 }

@@ -14,8 +14,8 @@ extension ConformanceReport {
 
         // Each cell as lines: its status, then one line per measurement.
         let cells: [[[String]]] = rows.map { row in
-            row.outcomes.map { outcome in
-                guard let outcome else { return ["not run"] }
+            columns.indices.map { column in
+                guard column < row.outcomes.count, let outcome = row.outcomes[column] else { return ["not run"] }
                 var lines: [String]
                 switch outcome.status {
                 case .passed:

@@ -94,7 +94,8 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
     @discardableResult
     public mutating func record(_ outcome: ConformanceOutcome, scenario number: Int) -> Bool {
         guard let row = rows.firstIndex(where: { $0.number == number }),
-            let column = columns.firstIndex(of: Column(client: outcome.client, server: outcome.server))
+            let column = columns.firstIndex(of: Column(client: outcome.client, server: outcome.server)),
+            column < rows[row].outcomes.count
         else { return false }
         rows[row].outcomes[column] = outcome
         return true
@@ -103,7 +104,7 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
     /// The outcome of scenario `number` on `column`, if it ran.
     public func outcome(scenario number: Int, column: Column) -> ConformanceOutcome? {
         guard let row = rows.first(where: { $0.number == number }),
-            let index = columns.firstIndex(of: column)
+            let index = columns.firstIndex(of: column), index < row.outcomes.count
         else { return nil }
         return row.outcomes[index]
     }

@@ -134,12 +134,18 @@ struct ConformanceReportTests {
         #expect(read.outcome(scenario: 30, column: .init(client: "bsd", server: "bsd"))?.measurements.map(\.name) == ["data in flight", "awaiting a reply"])
     }
 
-    @Test("A JSON report of another format version is refused with the version named")
-    func jsonVersion() throws {
-        var text = String(decoding: try Self.sample().json(), as: UTF8.self)
-        text = text.replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 7")
-        let error = #expect(throws: ConformanceReportFormatError.self) { try ConformanceReport(json: Array(text.utf8)) }
-        #expect(error?.version == 7)
+    @Test("A JSON report of another format version, or with a row short of cells, is refused saying why")
+    func jsonRefused() throws {
+        let text = String(decoding: try Self.sample().json(), as: UTF8.self)
+        let otherVersion = text.replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 7")
+        let version = #expect(throws: ConformanceReportFormatError.self) { try ConformanceReport(json: Array(otherVersion.utf8)) }
+        #expect(version?.message == "the report is of format version 7; this version reads version 1")
+
+        var short = Self.sample()
+        short.rows[1].outcomes.removeLast()
+        let shortText = try short.json()
+        let cells = #expect(throws: ConformanceReportFormatError.self) { try ConformanceReport(json: shortText) }
+        #expect(cells?.message == "scenario 11 has 1 cells for 2 columns")
         #expect(throws: (any Error).self) { try ConformanceReport(json: Array("{}".utf8)) }
     }
 
