@@ -270,11 +270,14 @@ public enum ConformanceKit {
             await clientTransport.shutdownNow()
             return notMade("server", server, error)
         }
-        var context = ConformanceContext(
-            scenario: scenario.name, client: clientTransport, server: serverTransport,
-            clientBackend: client.name, serverBackend: server.name,
-            clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
-        context.logSink = log
+        let context = {
+            var context = ConformanceContext(
+                scenario: scenario.name, client: clientTransport, server: serverTransport,
+                clientBackend: client.name, serverBackend: server.name,
+                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
+            context.logSink = log
+            return context
+        }()
 
         let started = ContinuousClock.now
         var scenarioFailure: ConformanceFailure?
@@ -282,7 +285,7 @@ public enum ConformanceKit {
         do {
             let limit = scenario.timeLimit
             try await raceAgainstDeadline(limit, onTimeout: { failure("the scenario did not finish within \(limit); it hangs or is far too slow") }) {
-                [context] in try await scenario.run(context)
+                try await scenario.run(context)
             }
         } catch let error as ConformanceFailure {
             scenarioFailure = error
