@@ -37,6 +37,9 @@ struct LoadedUnixConformanceTests {
         } catch let failure as ConformanceFailure {
             Issue.record("\(failure)")
         } catch let skip as ConformanceSkip {
+            // Skipped, with the reason, never passed. Swift Testing 6.3 counts a cancelled
+            // case as passed in its console output, so a warning says it too.
+            Issue.record("skipped: \(skip.reason)", severity: .warning)
             try Test.cancel("skipped: \(skip.reason)")
         }
     }
