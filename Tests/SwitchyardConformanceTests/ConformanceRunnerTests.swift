@@ -201,25 +201,6 @@ struct ConformanceRunnerTests {
         #expect(result.standardError.contains("[1/1] memory→memory 8. Connecting to a port nobody listens on"))
         #expect(result.standardError.contains("Switchyard conformance: 1 scenario on 1 pair: 1 passed, 0 FAILED, 0 skipped"))
     }
-
-    @Test("switchyard-conformance --backend-library runs the library's backend; a file that is no library is exit 2, naming it")
-    func toolLoadsBackendLibraries() throws {
-        // The bsd backend exported as "bsd-loaded": a product of this package, built beside the tool.
-        let library = (try Tool.path() as NSString).deletingLastPathComponent + "/libSwitchyardBSDLoadedFixture.so"
-        let result = try Tool.run(["--backend-library", library, "--backend", "bsd-loaded", "--scenario", "8", "--json", "-"])
-        #expect(result.status == 0, "\(result.standardError)")
-        let report = try ConformanceReport(json: Array(result.standardOutput.utf8))
-        #expect(report.summary == ConformanceReport.Summary(passed: 1))
-        #expect(result.standardError.contains("[1/1] bsd-loaded→bsd-loaded 8."), "\(result.standardError)")
-
-        let notALibrary = NSTemporaryDirectory() + "libnot-a-backend-\(UUID().uuidString.prefix(8)).so"
-        try "not a library\n".write(toFile: notALibrary, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: notALibrary) }
-        let refused = try Tool.run(["--backend-library", notALibrary, "--scenario", "8"])
-        #expect(refused.status == 2)
-        #expect(refused.standardError.contains("cannot load backend library '\(notALibrary)'"), "\(refused.standardError)")
-        #expect(refused.standardOutput.isEmpty)
-    }
 }
 
 /// The `switchyard-conformance` executable, found next to the test binary (the build
