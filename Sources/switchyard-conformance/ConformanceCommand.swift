@@ -56,19 +56,11 @@ struct ConformanceCommand: ParsableCommand {
     @Flag(help: "Print the scenarios' own log lines (what each one measured and saw) as they run.")
     var verbose = false
 
-    @Option(name: .customLong("backend-library"), help: ArgumentHelp(
-        "A backend library to load (a shared library exporting switchyard_backend_entry); its backend is then registered and runs like the others. Repeatable. The lib*.so files in the folders of $\(Backends.searchPathVariable) are loaded too.",
-        valueName: "path"))
-    var backendLibraries: [String] = []
+    // --backend-library PATH (backends loaded from shared libraries at run time) belongs
+    // here: its libraries register into `registry` in run() before the selection is made.
 
     /// Runs the selection; returns the exit status.
     func run(registry: BackendRegistry) async -> Int32 {
-        do {
-            try Backends.loadLibraries(backendLibraries, into: registry)
-        } catch {
-            Output.standardError.write("switchyard-conformance: error: loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)\n")
-            return 2
-        }
         let runner: ConformanceRunner
         do {
             runner = try ConformanceRunner(registry: registry, backends: backends, pairs: pairs, scenarios: scenarios)
