@@ -1,48 +1,44 @@
-import DequeModule
-public import Switchyard
+import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 
-/// One end of an in-memory connection.
+/// One end of an in-memory connection. See ``Connection`` for the contract, which
+/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type moves the
+/// bytes.
 ///
 /// The two ends of a connection are joined by two ``MemoryPipe``s, one per direction;
 /// each end lives on a loop of its own transport (the ends may be on different loops,
-/// even of different transports). It keeps the whole ``Connection`` contract, as a TCP
-/// socket on loopback would:
-///
-/// Its writes wait in the toolkit's ``PendingWrites`` queue.
+/// even of different transports). What a TCP socket on loopback does, it does with the
+/// pipes:
 ///
 /// - Reads are demand-driven: bytes are taken from the receive buffer only while
-///   reading, at most 64 KiB per ``ConnectionHandler/connectionDidRead(_:)``.
+///   reading, at most 64 KiB (the loop's read buffer) per
+///   ``ConnectionHandler/connectionDidRead(_:)``, handed over at the end of the loop's
+///   turn, never inside the user's call (``schedulePump()``).
 /// - A write completes once all its bytes are in the peer's receive buffer (the memory
-///   equivalent of "in the kernel"). The buffer holds 256 KiB
-///   bytes, so a peer that does not read stops the writer's completions.
+///   equivalent of "in the kernel"). The buffer holds 256 KiB, so a peer that does not
+///   read stops the writer's completions; the rest waits in the state machine's queue
+///   and moves when the reader frees room.
 /// - ``close()`` sends the peer an end of stream after the bytes already in its buffer;
 ///   ``reset()`` makes the peer end with `unavailable`/`reset` and discards what it had
 ///   not read. A write to a peer that ended ends this connection with
 ///   `unavailable`/`reset`. Unlike TCP, closing with unread input still sends an end of
 ///   stream, not a reset.
-/// - Every callback runs on ``eventLoop``, in order, never inside the user's call: the
-///   events a call causes are queued and delivered at the end of the loop's turn.
+/// - Callbacks run on the loop, never inside the user's call: those a call causes run
+///   at the end of the loop's turn (the toolkit defers them), those the peer causes in
+///   the loop task its wake-up queued (``wakeReader()``, ``wakeWriter()``).
 ///
-/// If a call arrives from another thread after the transport's loops have stopped
-/// (the connection has then ended with `cancelled`/`shutdown`), there is no loop to hop
-/// to: a write's completion runs on the calling thread with that error, and a handler
-/// that never got the connection's end gets ``ConnectionHandler/connectionDidClose(error:)``
-/// on the calling thread.
-///
-/// Safety of `@unchecked Sendable`: the mutable state below is touched only on `loop`
-/// (every public method hops there first); what other threads read is immutable, an
-/// atomic (``pendingWriteBytes`` off the loop) or behind a mutex (`orphanedClose`). The
-/// pipes are `Sendable` on their own.
-public final class MemoryConnection: Connection, @unchecked Sendable {
-    public var backendName: String { MemoryTransport.backendName }
-    public var eventLoop: any EventLoop { loop }
-    public let localAddress: Endpoint
-    public let remoteAddress: Endpoint
+/// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (public
+/// methods hop there first); the state machine's ``ConnectionRecord`` is what other
+/// threads read; the pipes are `Sendable` on their own; the rest is immutable or atomic.
+final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Sendable {
+    var backendName: String { MemoryTransport.backendName }
+    let localAddress: Endpoint
+    let remoteAddress: Endpoint
 
     let loop: WorkerEventLoop
-    let core: MemoryTransportCore
+    var state = ConnectionStateMachine()
+    private let lifecycle: TransportLifecycle<WorkerEventLoop>
     /// Bytes from the peer to this end.
     let inbound: MemoryPipe
     /// Bytes from this end to the peer.
@@ -50,60 +46,15 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
     /// The ephemeral port this (client) end holds in the network table.
     private let heldPort: MemoryNetwork.Binding?
     private let portReleased = Atomic<Bool>(false)
-    /// ``pendingWriteBytes`` as other threads see it: counted when a write is called,
-    /// uncounted when its bytes move or fail.
-    let pendingSnapshot = Atomic<Int>(0)
-    /// The end of the connection, kept when no handler was set to receive it.
-    let orphanedClose = Mutex<TransportError??>(nil)
-
-    // MARK: loop-confined state
-
-    /// Something to tell the user, in order.
-    enum Event {
-        case wrote(WriteCompletion, TransportError?)
-        case drained
-        case closed(TransportError?)
-    }
-
-    /// How this end ended.
-    enum Termination {
-        /// ``close()``: the peer sees end of stream; the handler gets `nil`.
-        case close
-        /// ``reset()``: the peer sees a reset; the handler gets `nil`.
-        case reset
-        /// A terminal error: the handler and pending writes get it; the peer sees end of
-        /// stream.
-        case failure(TransportError)
-    }
-
-    enum OutputState {
-        case open
-        /// ``shutdownOutput(completion:)`` waits for the queue to drain.
-        case draining(WriteCompletion?)
-        case shut
-    }
-
-    var handler: (any ConnectionHandler)?
-    var reading = false
-    var readEndDelivered = false
-    /// The error later writes get; set when the connection ends.
-    var terminalWriteError: TransportError?
-    var isClosed: Bool { terminalWriteError != nil }
-    var output = OutputState.open
-    var writes = PendingWrites()
-    /// Whether a write left bytes queued since the queue was last empty.
-    var hadBacklog = false
-    var events: Deque<Event> = []
+    /// Whether a turn of the pump is due.
     var pumpScheduled = false
-    /// Whether the `.closed` event is queued and not yet delivered.
-    var closePending = false
 
     init(
-        loop: WorkerEventLoop, core: MemoryTransportCore, localAddress: Endpoint, remoteAddress: Endpoint,
-        inbound: MemoryPipe, outbound: MemoryPipe, heldPort: MemoryNetwork.Binding?
+        loop: WorkerEventLoop, lifecycle: TransportLifecycle<WorkerEventLoop>, localAddress: Endpoint,
+        remoteAddress: Endpoint, inbound: MemoryPipe, outbound: MemoryPipe, heldPort: MemoryNetwork.Binding?
     ) {
         self.loop = loop
-        self.core = core
+        self.lifecycle = lifecycle
         self.localAddress = localAddress
         self.remoteAddress = remoteAddress
         self.inbound = inbound
@@ -111,85 +62,108 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
         self.heldPort = heldPort
     }
 
-    // MARK: Connection
+    /// Registers with the transport; false when it is shutting down (the caller then
+    /// discards the connection).
+    func activate() -> Bool {
+        lifecycle.insert(self)
+    }
 
-    public func setHandler(_ handler: any ConnectionHandler) {
-        onLoop { $0.setHandlerOnLoop(handler) } ifStopped: { connection in
-            if let error = connection.orphanedClose.withLock({ $0.take() }) { handler.connectionDidClose(error: error) }
+    /// Ends a connection that never reached its loop nor anyone's hands (its transport
+    /// was shutting down), so nothing else can touch it: unties the pipes and frees
+    /// the port.
+    func abandon() {
+        _ = state.end(with: .transportShutdown())
+        outbound.finish()?.wakeReader()
+        inbound.closeReader()?.wakeWriter()
+        releasePort()
+    }
+
+    // MARK: StreamConnection (the rest of Connection is the toolkit's)
+
+    func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
+        switch outbound.send(header, body) {
+        case .moved(let count, let wake):
+            wake?.wakeReader()
+            return count
+        case .peerGone:
+            terminate(Self.peerGone, deferCallbacks: true)
+            return nil
         }
     }
 
-    public func startReading() {
-        onLoop { $0.startReadingOnLoop() }
+    func writesQueued() {
+        if outbound.writerWaits() { wakeWriter() }
     }
 
-    public func stopReading() {
-        onLoop { $0.reading = false }
+    func readInterestChanged() {
+        if state.shouldRead { schedulePump() }
     }
 
-    public func write(_ bytes: [UInt8], completion: WriteCompletion?) {
-        if loop.inEventLoop {
-            writeOnLoop(bytes, completion: completion, counted: false)
-            return
-        }
-        pendingSnapshot.add(bytes.count, ordering: .relaxed)
-        onLoop { $0.writeOnLoop(bytes, completion: completion, counted: true) } ifStopped: { connection in
-            connection.pendingSnapshot.subtract(bytes.count, ordering: .relaxed)
-            completion?(.transportShutdown())
+    func shutDownOutputNow() {
+        outbound.finish()?.wakeReader()
+        if case .some(.some(let completion)) = state.finishOutputShutdown(error: nil) {
+            loop.deferCompletion(completion, nil)
         }
     }
 
-    public func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
-        // Memory has no kernel to take the bytes in place: they are copied once, here,
-        // and then move into the peer's buffer without another copy when they fit.
-        write(Array(bytes), completion: completion)
+    func terminate(_ error: TransportError?, deferCallbacks: Bool) {
+        terminate(error, deferCallbacks: deferCallbacks, reset: false)
     }
 
-    public var pendingWriteBytes: Int {
-        loop.inEventLoop ? writes.bytes : pendingSnapshot.load(ordering: .relaxed)
+    func reset() {
+        loop.onLoop { self.terminate(nil, deferCallbacks: true, reset: true) }
     }
 
-    public func shutdownOutput(completion: WriteCompletion?) {
-        onLoop { $0.shutdownOutputOnLoop(completion: completion) } ifStopped: { _ in
-            completion?(.transportShutdown())
+    /// Ends the connection once (`error` nil for a local close or reset): the peer is
+    /// told (end of stream after what its buffer holds, or with `reset` a reset), the
+    /// inbound buffer is dropped, the connection leaves its transport and frees its
+    /// port, then the state machine's ending reports, at once or at the end of the turn.
+    private func terminate(_ error: TransportError?, deferCallbacks: Bool, reset: Bool) {
+        guard let ending = state.end(with: error) else { return }
+        if reset {
+            outbound.resetByWriter()?.wakeReader()
+        } else {
+            outbound.finish()?.wakeReader()
         }
+        inbound.closeReader()?.wakeWriter()
+        lifecycle.remove(self)
+        releasePort()
+        if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }
 
-    public func close() {
-        onLoop { $0.terminate(.close) }
-    }
-
-    public func reset() {
-        onLoop { $0.terminate(.reset) }
-    }
-
-    // MARK: hops
-
-    /// Runs `work` now on the loop, or hops there; `ifStopped` runs on the calling thread
-    /// when the transport's loops have stopped.
-    private func onLoop(
-        _ work: @escaping @Sendable (MemoryConnection) -> Void,
-        ifStopped: (MemoryConnection) -> Void = { _ in }
-    ) {
-        if loop.inEventLoop {
-            work(self)
-        } else if !core.submit(to: loop, { [self] in work(self) }) {
-            ifStopped(self)
-        }
-    }
+    // MARK: the pipes' wake-ups
 
     /// Called from any thread (the peer's loop) when the inbound pipe has news.
     func wakeReader() {
         loop.execute { [self] in schedulePump() }
     }
 
-    /// Called from any thread (the peer's loop) when the outbound pipe has room or the
-    /// peer went away.
+    /// Called from any thread (the peer's loop, or this one) when the outbound pipe has
+    /// room or the peer went away.
     func wakeWriter() {
-        loop.execute { [self] in
-            guard !isClosed else { return }
-            flush()
-            schedulePump()
+        loop.execute { [self] in moveQueuedWrites() }
+    }
+
+    /// Moves queued writes into the peer's buffer, then reports, from a loop event: the
+    /// writes now all there complete, a pending output shutdown sends the end of stream
+    /// and completes, and a queue that emptied tells the handler it drained.
+    private func moveQueuedWrites() {
+        guard state.isOpen, !state.writes.isEmpty else { return }
+        switch outbound.move(from: state.writes) {
+        case .peerGone:
+            terminate(Self.peerGone, deferCallbacks: false)
+        case .moved(let count, let wake):
+            wake?.wakeReader()
+            var completed: [WriteCompletion] = []
+            var shutdown: WriteCompletion?? = nil
+            if state.writesTaken(count, completed: &completed) {
+                outbound.finish()?.wakeReader()
+                shutdown = state.finishOutputShutdown(error: nil)
+            }
+            let drained = state.writes.isEmpty
+            for completion in completed { completion(nil) }
+            if case .some(.some(let completion)) = shutdown { completion(nil) }
+            if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
         }
     }
 
@@ -197,5 +171,10 @@ public final class MemoryConnection: Connection, @unchecked Sendable {
     func releasePort() {
         guard let heldPort, !portReleased.exchange(true, ordering: .relaxed) else { return }
         MemoryNetwork.shared.release(heldPort)
+    }
+
+    static var peerGone: TransportError {
+        TransportError(
+            code: .unavailable, reason: .reset, message: "the peer closed the connection; writing to it was reset")
     }
 }

@@ -1,4 +1,5 @@
 public import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// A listener of the in-memory backend: an entry in the process-wide table that
@@ -15,11 +16,12 @@ public final class MemoryListener: Listener {
     public let connections = AcceptedConnections()
 
     let binding: MemoryNetwork.Binding
-    let core: MemoryTransportCore
+    /// The transport's lifecycle: its loops, where the server ends live.
+    let lifecycle: TransportLifecycle<WorkerEventLoop>
     private let closed = Atomic<Bool>(false)
 
-    init(core: MemoryTransportCore, host: String, port: Int) {
-        self.core = core
+    init(lifecycle: TransportLifecycle<WorkerEventLoop>, host: String, port: Int) {
+        self.lifecycle = lifecycle
         self.binding = MemoryNetwork.Binding(host: host, port: port)
         self.localAddress = Endpoint(host: host, port: port)
     }
@@ -27,7 +29,7 @@ public final class MemoryListener: Listener {
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         MemoryNetwork.shared.unbind(self)
-        core.deregister(self)
+        lifecycle.listenerClosed(self)
         connections.finish()
     }
 
@@ -35,7 +37,7 @@ public final class MemoryListener: Listener {
     /// listener (or its transport) is closing; the caller then discards both ends and
     /// refuses the connect.
     func offer(_ connection: MemoryConnection) -> Bool {
-        guard !closed.load(ordering: .acquiring), core.register(connection) else { return false }
+        guard !closed.load(ordering: .acquiring), connection.activate() else { return false }
         return connections.yield(connection)
     }
 }

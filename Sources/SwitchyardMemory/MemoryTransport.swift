@@ -20,7 +20,9 @@ import SwitchyardBackendKit
 ///   `cancelled`/`task cancelled`; after shutdown, `cancelled`/`shutdown`.
 /// - **Flow control.** Each direction holds at most 256 KiB (the "kernel buffers"); a
 ///   write completes once its bytes are in the peer's receive buffer, so a peer that
-///   does not read pushes the writer back as TCP does. See ``MemoryConnection``.
+///   does not read pushes the writer back as TCP does. Reads hand over at most 64 KiB
+///   at a time, only while reading; ``Connection/reset()`` reaches the peer as
+///   `unavailable`/`reset`, ``Connection/close()`` as end of stream.
 /// - **Loops.** It runs its own worker loops (the toolkit's ``WorkerEventLoop``, threads
 ///   named `sy-mem-N`), one per core
 ///   unless ``TransportConfiguration/eventLoopCount`` says otherwise; each connection
@@ -30,6 +32,8 @@ import SwitchyardBackendKit
 ///   with `cancelled`/`shutdown` (the peers see end of stream) and stops the loops;
 ///   ``shutdown(gracePeriod:)`` first closes the listeners and waits up to the grace
 ///   period for the connections to end. Call them off the loops; both are idempotent.
+///   A transport dropped without either does what ``shutdownNow()`` does (the toolkit's
+///   ``TransportLifecycle``, as every toolkit-built backend).
 ///
 /// ## Errors
 ///
@@ -63,12 +67,13 @@ public final class MemoryTransport: Transport {
 
     public var name: String { Self.backendName }
 
-    private let core: MemoryTransportCore
+    private let lifecycle: TransportLifecycle<WorkerEventLoop>
 
     /// Starts the transport's event loops.
     /// - Throws: a ``TransportError`` if a loop cannot be started.
     public init(configuration: TransportConfiguration = .init()) throws {
-        core = MemoryTransportCore(group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"))
+        lifecycle = TransportLifecycle(
+            group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"))
     }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
@@ -79,7 +84,7 @@ public final class MemoryTransport: Transport {
         if Task.isCancelled {
             throw TransportError(code: .cancelled, reason: .taskCancelled, message: "the connecting task was cancelled")
         }
-        guard core.isRunning else { throw .transportShutdown("connect after the transport was shut down") }
+        try lifecycle.ensureAccepting()
         let targets = try MemoryHost.resolve(endpoint.host).map(MemoryHost.connectTarget)
         let route = try MemoryNetwork.shared.route(to: targets, port: endpoint.port)
 
@@ -87,19 +92,20 @@ public final class MemoryTransport: Transport {
         let serverAddress = Endpoint(host: route.target, port: endpoint.port)
         let toServer = MemoryPipe()
         let toClient = MemoryPipe()
-        let serverCore = route.listener.core
+        let serverLifecycle = route.listener.lifecycle
         let client = MemoryConnection(
-            loop: core.group.next(), core: core, localAddress: clientAddress, remoteAddress: serverAddress,
-            inbound: toClient, outbound: toServer,
+            loop: lifecycle.group.next(), lifecycle: lifecycle, localAddress: clientAddress,
+            remoteAddress: serverAddress, inbound: toClient, outbound: toServer,
             heldPort: MemoryNetwork.Binding(host: route.target, port: route.localPort))
         let server = MemoryConnection(
-            loop: serverCore.group.next(), core: serverCore, localAddress: serverAddress, remoteAddress: clientAddress,
-            inbound: toServer, outbound: toClient, heldPort: nil)
+            loop: serverLifecycle.group.next(), lifecycle: serverLifecycle, localAddress: serverAddress,
+            remoteAddress: clientAddress, inbound: toServer, outbound: toClient, heldPort: nil)
         toServer.attach(writer: client, reader: server)
         toClient.attach(writer: server, reader: client)
 
-        guard core.register(client) else {
-            client.releasePort()
+        guard client.activate() else {
+            client.abandon()
+            server.abandon()
             throw .transportShutdown("connect while the transport was shutting down")
         }
         guard route.listener.offer(server) else {
@@ -118,39 +124,26 @@ public final class MemoryTransport: Transport {
     }
 
     private func listenNow(on endpoint: Endpoint) throws(TransportError) -> MemoryListener {
-        guard core.isRunning else { throw .transportShutdown("listen after the transport was shut down") }
+        try lifecycle.ensureAccepting()
         let host = try MemoryHost.resolve(endpoint.host)[0]
-        let core = self.core
+        let lifecycle = self.lifecycle
         let listener = try MemoryNetwork.shared.bind(host: host, port: endpoint.port) { port in
-            MemoryListener(core: core, host: host, port: port)
+            MemoryListener(lifecycle: lifecycle, host: host, port: port)
         }
-        guard core.register(listener) else {
-            listener.close()
-            throw .transportShutdown("listen while the transport was shutting down")
-        }
+        try lifecycle.admit(listener)
         return listener
     }
 
     public func shutdown(gracePeriod: Duration) async {
-        if let listeners = core.beginDraining() {
-            for listener in listeners { listener.close() }
-            await core.waitForConnectionsToEnd(within: gracePeriod)
-        }
-        await shutdownNow()
+        await lifecycle.shutdown(gracePeriod: gracePeriod)
     }
 
     public func shutdownNow() async {
-        guard let (listeners, connections) = core.beginStopping() else {
-            await core.waitUntilStopped()
-            return
-        }
-        for listener in listeners { listener.close() }
-        let error = TransportError.transportShutdown()
-        await core.group.onEveryLoop { loop in
-            for connection in connections where connection.loop === loop {
-                connection.terminate(.failure(error))
-            }
-        }
-        core.stop()
+        await lifecycle.shutdownNow()
+    }
+
+    deinit {
+        // Dropped without a shutdown: end everything the same way, synchronously.
+        lifecycle.shutdownFromDeinit()
     }
 }

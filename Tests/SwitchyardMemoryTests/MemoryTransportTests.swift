@@ -266,6 +266,39 @@ struct MemoryTransportTests {
         #expect(listener.connections.queuedCount == 0)
     }
 
+    @Test("a transport dropped without a shutdown ends its connections; later calls report on the caller's thread")
+    func droppedTransport() async throws {
+        var transport: MemoryTransport? = try MemoryTransport(configuration: .init(eventLoopCount: 1))
+        let listener = try await transport!.listen(on: Endpoint(host: "127.0.0.1", port: 0))
+        let connection = try await transport!.connect(to: listener.localAddress)
+        let accepted = try #require(await firstConnection(of: listener))
+        let reader = AsyncConnection(connection)
+        transport = nil  // ends both ends with cancelled/shutdown and stops the loop
+
+        do {
+            _ = try await reader.read()
+            Issue.record("a read after the transport was dropped succeeded")
+        } catch let error as TransportError {
+            #expect(error.code == .cancelled && error.reason == .shutdown)
+        }
+        // The loop has stopped: the write's completion and a late handler's end run here.
+        let outcome = Mutex<TransportError?>(nil)
+        accepted.write([1]) { error in outcome.withLock { $0 = error } }
+        #expect(outcome.withLock { $0 }?.reason == .shutdown)
+        final class LateHandler: ConnectionHandler {
+            let closed: @Sendable (TransportError?) -> Void
+            init(closed: @escaping @Sendable (TransportError?) -> Void) { self.closed = closed }
+            func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {}
+            func connectionDidReadEnd() {}
+            func connectionDidClose(error: TransportError?) { closed(error) }
+        }
+        let ends = Mutex<[TransportError?]>([])
+        accepted.setHandler(LateHandler { error in ends.withLock { $0.append(error) } })
+        accepted.setHandler(LateHandler { error in ends.withLock { $0.append(error) } })
+        #expect(ends.withLock { $0.map { $0?.reason } } == [.shutdown])
+        listener.close()
+    }
+
     @Test("transports open no descriptor that outlives their shutdown")
     func noDescriptorLeak() async throws {
         let before = openDescriptors()

@@ -147,13 +147,6 @@ public struct ConnectionStateMachine {
         record.pendingBytes = writes.bytes
     }
 
-    /// Marks `count` bytes of the entry at `index` as moved out (see
-    /// ``PendingWrites/advance(_:by:)``), then completes the entries that have nothing left.
-    public mutating func advanceWrite(_ index: Int, by count: Int) {
-        writes.advance(index, by: count)
-        record.pendingBytes = writes.bytes
-    }
-
     /// The kernel (or peer) took `count` more bytes from the front of the queue. The
     /// completions of the writes now taken in full are appended to `completed` (run them
     /// with `nil`, in order). Returns whether the queue is now empty and an output
@@ -162,13 +155,6 @@ public struct ConnectionStateMachine {
     public mutating func writesTaken(_ count: Int, completed: inout [WriteCompletion]) -> Bool {
         writes.consume(count, completed: &completed)
         record.pendingBytes = writes.bytes
-        return beginPendingShutdownIfDrained()
-    }
-
-    /// Appends the completions of leading writes with nothing left (after
-    /// ``advanceWrite(_:by:)``); returns what ``writesTaken(_:completed:)`` does.
-    public mutating func finishedWrites(completed: inout [WriteCompletion]) -> Bool {
-        writes.removeFinished(completed: &completed)
         return beginPendingShutdownIfDrained()
     }
 

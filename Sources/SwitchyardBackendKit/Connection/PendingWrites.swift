@@ -51,16 +51,6 @@ public struct PendingWrites {
         self.bytes += bytes.count - offset
     }
 
-    /// Marks `count` bytes of the entry at `index` (counted from the oldest, 0) as gone,
-    /// without completing it. For a backend that moves bytes out of several entries in
-    /// one step (the in-memory pipe).
-    public mutating func advance(_ index: Int, by count: Int) {
-        let position = entries.index(entries.startIndex, offsetBy: index)
-        precondition(count >= 0 && count <= entries[position].remaining, "advanced a pending write past its end")
-        entries[position].offset += count
-        bytes -= count
-    }
-
     /// Takes `count` bytes off the front: every entry they cover in full is removed and
     /// its completion appended to `completed`; a partly covered entry keeps its tail.
     public mutating func consume(_ count: Int, completed: inout [WriteCompletion]) {
@@ -76,14 +66,6 @@ public struct PendingWrites {
                 entries[entries.startIndex].offset += left
                 return
             }
-        }
-    }
-
-    /// Removes the leading entries that have nothing left (all their bytes went through
-    /// ``advance(_:by:)``) and appends their completions to `completed`.
-    public mutating func removeFinished(completed: inout [WriteCompletion]) {
-        while let first = entries.first, first.remaining == 0 {
-            if let completion = entries.removeFirst().completion { completed.append(completion) }
         }
     }
 

@@ -12,8 +12,8 @@ import Synchronization
 ///
 /// ## Flow control
 /// The buffer holds at most ``capacity`` bytes, like a kernel socket buffer. The writer
-/// moves what fits (``move(from:)``); what does not stays queued on the writer, which is
-/// then *blocked*. The reader takes at most one read buffer's worth at a time
+/// moves what fits (``send(_:_:)``, ``move(from:)``); what does not stays queued on the
+/// writer, which is then *blocked*. The reader takes at most one read buffer's worth at a time
 /// (``read(into:)``); when that frees room for a blocked writer, the reader is told to
 /// wake it. So a reader that does not read holds the writer back after `capacity`
 /// bytes, exactly as TCP does.
@@ -54,6 +54,16 @@ final class MemoryPipe: Sendable {
         var writerBlocked = false
         var reader: MemoryConnection?
         var writer: MemoryConnection?
+
+        /// Accounts for `count` of `offered` bytes added to the buffer: the writer is
+        /// blocked if some did not fit, and the reader is returned to wake if it waits.
+        mutating func moved(_ count: Int, of offered: Int) -> MoveResult {
+            buffered += count
+            if count < offered { writerBlocked = true }
+            guard count > 0, readerWantsWake else { return .moved(count: count, wake: nil) }
+            readerWantsWake = false
+            return .moved(count: count, wake: reader)
+        }
     }
     private let state = Mutex(State())
 
@@ -80,38 +90,67 @@ final class MemoryPipe: Sendable {
         case peerGone
     }
 
-    /// Moves as many queued bytes as fit into the receive buffer, in order. Whole
-    /// writes that fit move without a copy.
-    func move(from queue: inout PendingWrites) -> MoveResult {
+    /// Copies `header` (if any) and then `body` into the receive buffer, as much as fits:
+    /// the memory equivalent of a nonblocking `send`, which copies borrowed bytes into
+    /// the kernel. If not all fit, the writer is blocked (woken when the reader frees
+    /// room). A send of nothing to a reader that is gone moves nothing and is not an
+    /// error, as an empty TCP write is not.
+    func send(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> MoveResult {
+        let headerCount = header?.count ?? 0
+        let total = headerCount + body.count
+        return state.withLock { state in
+            if state.readerGone { return total > 0 ? .peerGone : .moved(count: 0, wake: nil) }
+            let count = min(max(0, capacity - state.buffered), total)
+            if count > 0 {
+                state.chunks.append(Array(unsafeUninitializedCapacity: count) { chunk, initialized in
+                    let target = UnsafeMutableRawBufferPointer(chunk)
+                    let fromHeader = min(count, headerCount)
+                    if let header, fromHeader > 0 {
+                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: header[..<fromHeader]))
+                    }
+                    if count > fromHeader {
+                        UnsafeMutableRawBufferPointer(rebasing: target[fromHeader...])
+                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: body[..<(count - fromHeader)]))
+                    }
+                    initialized = count
+                })
+            }
+            return state.moved(count, of: total)
+        }
+    }
+
+    /// Moves as many of `writes`' bytes as fit into the receive buffer, from the front, in
+    /// order; the caller then takes the count off its queue. Whole writes that fit move
+    /// without a copy.
+    func move(from writes: PendingWrites) -> MoveResult {
         state.withLock { state in
-            if state.readerGone { return queue.bytes > 0 ? .peerGone : .moved(count: 0, wake: nil) }
+            if state.readerGone { return writes.bytes > 0 ? .peerGone : .moved(count: 0, wake: nil) }
             var room = max(0, capacity - state.buffered)
             var moved = 0
-            var index = 0
-            while room > 0, index < queue.entries.count {
-                let entry = queue.entries[index]
+            for entry in writes.entries {
+                guard room > 0 else { break }
                 let count = min(room, entry.remaining)
-                if count > 0 {
-                    if entry.offset == 0 && count == entry.bytes.count {
-                        state.chunks.append(entry.bytes)
-                    } else {
-                        state.chunks.append(Array(entry.bytes[entry.offset..<entry.offset + count]))
-                    }
-                    queue.advance(index, by: count)
-                    moved += count
-                    room -= count
+                if count == 0 { continue }
+                if entry.offset == 0 && count == entry.bytes.count {
+                    state.chunks.append(entry.bytes)
+                } else {
+                    state.chunks.append(Array(entry.bytes[entry.offset..<entry.offset + count]))
                 }
-                if queue.entries[index].remaining > 0 { break }
-                index += 1
+                moved += count
+                room -= count
             }
-            state.buffered += moved
-            if queue.bytes > 0 { state.writerBlocked = true }
-            var wake: MemoryConnection?
-            if moved > 0, state.readerWantsWake {
-                state.readerWantsWake = false
-                wake = state.reader
-            }
-            return .moved(count: moved, wake: wake)
+            return state.moved(moved, of: writes.bytes)
+        }
+    }
+
+    /// The writer has bytes queued: returns true when they can move now (there is room,
+    /// or the reader is gone and the move will say so); otherwise the writer is blocked
+    /// and the reader wakes it once it frees room.
+    func writerWaits() -> Bool {
+        state.withLock { state in
+            if state.readerGone || state.buffered < capacity { return true }
+            state.writerBlocked = true
+            return false
         }
     }
 
