@@ -27,6 +27,10 @@ let package = Package(
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
         .executable(name: "echo-server", targets: ["echo-server"]),
         .executable(name: "echo-client", targets: ["echo-client"]),
+        // Runs the conformance kit and prints its report; `swift package conformance` runs it.
+        .executable(name: "switchyard-conformance", targets: ["switchyard-conformance"]),
+        // `swift package conformance`, also in packages that depend on Switchyard.
+        .plugin(name: "SwitchyardConformancePlugin", targets: ["SwitchyardConformancePlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
@@ -114,6 +118,26 @@ let package = Package(
             name: "SwitchyardConformance",
             dependencies: ["Switchyard", "SwitchyardNetlink"],
             swiftSettings: strict
+        ),
+        // The kit's command-line runner: options in, report out; the logic is the kit's.
+        .executableTarget(
+            name: "switchyard-conformance",
+            dependencies: [
+                "Switchyard", "SwitchyardConformance", "SwitchyardBackends",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        // `swift package conformance`: a thin entry over switchyard-conformance that also
+        // builds the calling package's dynamic library products as backends to load.
+        .plugin(
+            name: "SwitchyardConformancePlugin",
+            capability: .command(
+                intent: .custom(
+                    verb: "conformance",
+                    description: "Runs Switchyard's conformance kit over backend pairs and prints the report")
+            ),
+            dependencies: ["switchyard-conformance"]
         ),
         .executableTarget(
             name: "echo-server",

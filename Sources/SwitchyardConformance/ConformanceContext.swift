@@ -24,6 +24,11 @@ public struct ConformanceContext: Sendable {
     public let serverTransportBackend: TransportBackend?
     /// The configuration the runner made ``client`` and ``server`` with.
     public let configuration: TransportConfiguration
+    /// Where ``log(_:)`` writes its lines: standard output, unless the runner routes them
+    /// elsewhere (a report written to standard output keeps them out of its way).
+    var logSink: @Sendable (String) -> Void = { print($0) }
+    /// What the run measured (``record(_:_:)``), shared by every copy of this context.
+    let measurementLog = MeasurementLog()
 
     public init(
         scenario: String, client: any Transport, server: any Transport, clientBackend: String, serverBackend: String,
@@ -45,8 +50,34 @@ public struct ConformanceContext: Sendable {
 
     /// Prints one line prefixed with the pair and the scenario.
     public func log(_ message: String) {
-        print("[conformance] [\(pair)] \(scenario): \(message)")
+        logSink("[conformance] [\(pair)] \(scenario): \(message)")
     }
+
+    // MARK: - Measuring
+
+    /// Records a value this run measured, for the report (a log line says it to people;
+    /// this keeps it for the report's table and its JSON).
+    public func record(_ measurement: ConformanceMeasurement) {
+        measurementLog.append(measurement)
+    }
+
+    /// Records a time this run measured, such as how long a stall took to detect.
+    public func record(_ name: String, _ duration: Duration) {
+        record(ConformanceMeasurement(name, duration))
+    }
+
+    /// Records a number of bytes this run measured, such as what a reader held.
+    public func record(_ name: String, bytes: Int) {
+        record(ConformanceMeasurement(name, bytes: bytes))
+    }
+
+    /// Records a count this run measured, such as how many changes a monitor reported.
+    public func record(_ name: String, count: Int) {
+        record(ConformanceMeasurement(name, count: count))
+    }
+
+    /// What this run recorded so far, in order.
+    public var measurements: [ConformanceMeasurement] { measurementLog.all }
 
     // MARK: - Failing
 

@@ -6,7 +6,11 @@ public import Switchyard
 ///
 /// The kit imports no test framework. A scenario throws a ``ConformanceFailure`` (or
 /// the runner wraps whatever else it threw); any harness can call
-/// ``run(_:client:server:configuration:)`` and report the error.
+/// ``run(_:client:server:configuration:)`` and report the error, or
+/// ``outcome(of:client:server:configuration:log:)`` for a value (passed, failed, skipped,
+/// with what the scenario measured). ``ConformanceRunner`` runs a selection of scenarios
+/// and pairs into a ``ConformanceReport``; the `switchyard-conformance` tool and
+/// `swift package conformance` print it.
 ///
 /// ```swift
 /// ConformanceKit.prepareProcess()
@@ -186,6 +190,61 @@ public enum ConformanceKit {
         _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2)
     ) async throws {
+        let ended = await perform(scenario, client: client, server: server, configuration: configuration, log: { print($0) })
+        if let failure = ended.failure { throw failure }
+        if let skip = ended.skip { throw skip }
+    }
+
+    /// Runs `scenario` over `pair` and returns how it ended instead of throwing.
+    public static func outcome(
+        of scenario: ConformanceScenario, pair: ConformancePair,
+        configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
+        log: @escaping @Sendable (String) -> Void = { print($0) }
+    ) async -> ConformanceOutcome {
+        await outcome(of: scenario, client: pair.client, server: pair.server, configuration: configuration, log: log)
+    }
+
+    /// Runs `scenario` exactly as ``run(_:client:server:configuration:)`` does (fresh
+    /// transports, the time limit, shutdown, the leak check) and returns how it ended,
+    /// with what it measured, instead of throwing.
+    ///
+    /// - Parameter log: where the scenario's log lines (``ConformanceContext/log(_:)``)
+    ///   and the run's last line (passed, FAILED, skipped) go; standard output by default.
+    public static func outcome(
+        of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
+        log: @escaping @Sendable (String) -> Void = { print($0) }
+    ) async -> ConformanceOutcome {
+        let ended = await perform(scenario, client: client, server: server, configuration: configuration, log: log)
+        var outcome = ConformanceOutcome(
+            scenario: scenario.name, client: client.name, server: server.name, status: .passed,
+            seconds: ended.elapsed.inSeconds, measurements: ended.measurements)
+        if let failure = ended.failure {
+            outcome.status = .failed
+            outcome.reason = failure.message
+            outcome.file = failure.file
+            outcome.line = failure.line
+        } else if let skip = ended.skip {
+            outcome.status = .skipped
+            outcome.reason = skip.reason
+        }
+        return outcome
+    }
+
+    /// How a run ended: at most one of a failure and a skip, and what it measured.
+    struct Ended: Sendable {
+        var failure: ConformanceFailure?
+        var skip: ConformanceSkip?
+        var measurements: [ConformanceMeasurement] = []
+        var elapsed: Duration = .zero
+    }
+
+    /// The run itself, shared by ``run(_:client:server:configuration:)`` and
+    /// ``outcome(of:client:server:configuration:log:)``.
+    static func perform(
+        _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        configuration: TransportConfiguration, log: @escaping @Sendable (String) -> Void
+    ) async -> Ended {
         let pair = "\(client.name)→\(server.name)"
         @Sendable func failure(_ message: String, line: Int = #line) -> ConformanceFailure {
             ConformanceFailure(scenario: scenario.name, pair: pair, message: message, file: #fileID, line: line)
@@ -195,21 +254,30 @@ public enum ConformanceKit {
 
         let clientTransport: any Transport
         let serverTransport: any Transport
+        func notMade(_ side: String, _ backend: TransportBackend, _ error: any Error) -> Ended {
+            let made = failure("making the \(side) transport '\(backend.name)' failed: \(error)")
+            log("[conformance] [\(pair)] \(scenario.name): FAILED: \(made.message)")
+            return Ended(failure: made)
+        }
         do {
             clientTransport = try client.make(configuration)
         } catch {
-            throw failure("making the client transport '\(client.name)' failed: \(error)")
+            return notMade("client", client, error)
         }
         do {
             serverTransport = try server.make(configuration)
         } catch {
             await clientTransport.shutdownNow()
-            throw failure("making the server transport '\(server.name)' failed: \(error)")
+            return notMade("server", server, error)
         }
-        let context = ConformanceContext(
-            scenario: scenario.name, client: clientTransport, server: serverTransport,
-            clientBackend: client.name, serverBackend: server.name,
-            clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
+        let context = {
+            var context = ConformanceContext(
+                scenario: scenario.name, client: clientTransport, server: serverTransport,
+                clientBackend: client.name, serverBackend: server.name,
+                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
+            context.logSink = log
+            return context
+        }()
 
         let started = ContinuousClock.now
         var scenarioFailure: ConformanceFailure?
@@ -257,20 +325,21 @@ public enum ConformanceKit {
         }
 
         let elapsed = ContinuousClock.now - started
+        var ended = Ended(measurements: context.measurements, elapsed: elapsed)
         if var scenarioFailure {
             if !problems.isEmpty { scenarioFailure.message += "; also: " + problems.joined(separator: "; ") }
             context.log("FAILED after \(elapsed): \(scenarioFailure.message)")
-            throw scenarioFailure
-        }
-        if !problems.isEmpty {
+            ended.failure = scenarioFailure
+        } else if !problems.isEmpty {
             let leak = failure(problems.joined(separator: "; "))
             context.log("FAILED after \(elapsed): \(leak.message)")
-            throw leak
+            ended.failure = leak
+        } else if let scenarioSkip {
+            ended.skip = scenarioSkip
+        } else {
+            context.log("passed in \(elapsed)")
         }
-        if let scenarioSkip {
-            throw scenarioSkip
-        }
-        context.log("passed in \(elapsed)")
+        return ended
     }
 
     /// The Swift runtime opens descriptors lazily for its timers (on Linux, Dispatch

@@ -237,6 +237,8 @@ extension ConformanceScenario {
         }
         let held = try await context.bufferedBytes(of: readerCall)
         let completed = sender.state.completed
+        context.record("held", bytes: held)
+        context.record("pushed back after", bytes: completed * messageSize)
         context.log("held \(held) bytes while not asked (bound \(bound)); the sender was pushed back after \(completed) of \(total) messages (\(completed * messageSize >> 10) KiB)")
         try context.expect(held <= bound, "the reader's call holds \(held) bytes while no message is asked for; expected at most one message and one read buffer (\(messageSize) + \(Frame.headerSize) + \(readBuffer) = \(bound))")
         try context.expect(completed < total, "all \(total) messages (\(total * messageSize) bytes) completed while the reader asked for nothing: the sender was never pushed back")

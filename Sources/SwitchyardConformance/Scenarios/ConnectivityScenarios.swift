@@ -41,6 +41,7 @@ extension ConformanceScenario {
             try context.expectWellBehaved(recorder, "call \(index)")
         }
         let detection = ContinuousClock.now - changed
+        context.record("calls ended", detection)
         context.log("every open call ended unavailable (connectivity changed) \(detection) after the change")
         try context.expect(detection < .seconds(1), "the calls took \(detection) to end after the category changed")
         try await context.waitUntil(seconds: 5, "the channel forgot its ended calls") { channel.openCalls == 0 }
@@ -60,7 +61,9 @@ extension ConformanceScenario {
         try await context.expectError(code: .unavailable, reason: .noConnectivity, "a call with no connectivity", within: 2) {
             try await channel.startCall(handler: CallRecorder())
         }
-        context.log("with no connectivity a new call failed after \(ContinuousClock.now - started)")
+        let failed = ContinuousClock.now - started
+        context.record("no connectivity", failed)
+        context.log("with no connectivity a new call failed after \(failed)")
 
         // A link returns: calls work again.
         monitor.report(ConnectivityPath(category: .wifi, interface: "wlan0"))

@@ -62,6 +62,7 @@ extension ConformanceScenario {
             active.call.send([1, 2, 3])
             let status = try await context.status(of: active.recorder, "the call after the reset", seconds: 5)
             let elapsed = ContinuousClock.now - fault
+            context.record("reset", elapsed)
             context.log("\(rig.pair): the call ended \(status.error.map(describe) ?? "OK") \(milliseconds(elapsed)) after it sent into the reset")
             try context.expectStatus(status, code: .unavailable, reason: .reset, "the call after the reset")
             try context.expect(elapsed < .seconds(1), "the reset took \(milliseconds(elapsed)) to end the call; expected under 1 s")
@@ -219,6 +220,7 @@ extension ConformanceContext {
                 throw failure("\(name) had not ended \(milliseconds(deadline - fault)) after \(what) (the stall timeout is \(faultStallTimeout))", file: file, line: line)
             }
             let elapsed = at - fault
+            record(measurementName(for: name), elapsed)
             log("\(name): \(status.error.map(describe) ?? "OK") \(milliseconds(elapsed)) after \(what) (stall timeout \(faultStallTimeout))")
             try expectStatus(status, code: .unavailable, reason: .stalled, name, file: file, line: line)
             try expect(elapsed <= stallBound, "\(name) took \(milliseconds(elapsed)) to end after \(what); the bound is \(stallBound)", file: file, line: line)

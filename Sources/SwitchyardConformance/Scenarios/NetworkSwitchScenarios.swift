@@ -76,6 +76,7 @@ extension ConformanceScenario {
                 try await channel.startCall(handler: CallRecorder())
             }
             let failed = ContinuousClock.now - started
+            context.record("no connectivity", failed)
             context.log("with no connectivity a new call failed unavailable (no connectivity) in \(fineMilliseconds(failed))")
             try context.expect(failed < .milliseconds(100), "a new call with no connectivity took \(milliseconds(failed)) to fail; expected at once")
 
@@ -115,11 +116,13 @@ extension ConformanceScenario {
             try await Task.sleep(for: .seconds(1))
             let flap = rig.changes.all
             let list = flap.map { "\($0.path) at +\(milliseconds($0.at - start))" }.joined(separator: ", ")
+            context.record("changes", count: flap.count)
             context.log("10 toggles of \(wifi.link) took \(milliseconds(flapTime)) (one ip -batch); the monitor reported \(flap.count) change(s): [\(list)]")
             try context.expect(flap.count <= 2, "a flap of 10 toggles was \(flap.count) reported changes; expected at most two: [\(list)]")
             // The link ends up, but its IPv4 default route went with its first down.
             try context.expectEqual(rig.monitor.current, .none, "the monitor's path after the flap (the link is up, its default route gone)")
             let status = try await context.status(of: open.recorder, "the open call after the flap", seconds: 2)
+            context.record("open call", (open.recorder.closedAt ?? .now) - start)
             context.log("the open call: \(status.error.map(describe) ?? "OK") \(fineMilliseconds((open.recorder.closedAt ?? .now) - start)) after the batch began")
             try context.expectStatus(status, code: .unavailable, reason: .connectivityChanged, "the open call after the flap")
             try context.expectWellBehaved(open.recorder, "the open call after the flap")
@@ -184,6 +187,7 @@ struct MonitoredRig: Sendable {
         let deadline = command + reportBound
         while true {
             if let hit = changes.all.dropFirst(index).first(where: { matches($0.path) }) {
+                context.record("monitor", hit.at - command)
                 context.log("the monitor reported \(hit.path) \(milliseconds(hit.at - command)) after the ip command (\(what))")
                 return hit.at
             }
@@ -207,6 +211,7 @@ struct MonitoredRig: Sendable {
             let closed = open.recorder.closedAt ?? .now
             // The channel and this log observe the same report; the channel may be first.
             let afterReport = max(closed - report, .zero)
+            context.record(measurementName(for: name), closed - command)
             context.log("\(name): \(status.error.map(describe) ?? "OK") \(fineMilliseconds(afterReport)) after the monitor's report, \(fineMilliseconds(closed - command)) after the ip command")
             try context.expectStatus(status, code: .unavailable, reason: reason, name, file: file, line: line)
             try context.expect(

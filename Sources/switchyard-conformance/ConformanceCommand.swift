@@ -1,0 +1,188 @@
+// switchyard-conformance: runs the conformance kit over backend pairs and prints the
+// report, one row per scenario and one column per pair.
+//
+//     switchyard-conformance [--backend NAME]... [--pair CLIENT:SERVER]...
+//                            [--scenario N|N-M|NAME]... [--list] [--json PATH|-] [--verbose]
+//
+// Exit status: 0 when no scenario failed (skips are not failures), 1 when one failed, 2
+// for bad arguments. `swift package conformance` (Plugins/SwitchyardConformancePlugin)
+// runs it. The selection, the runs and the report are the kit's (ConformanceRunner,
+// ConformanceReport); this file only reads the options and writes the results.
+
+import ArgumentParser
+import Glibc
+import Switchyard
+import SwitchyardBackends
+import SwitchyardConformance
+
+struct ConformanceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchyard-conformance",
+        abstract: "Runs Switchyard's conformance kit over backend pairs and prints the report.",
+        discussion: """
+            Every selected scenario runs on every selected pair, one run at a time, each with \
+            fresh transports, a time limit and a descriptor-leak check. The report has one \
+            row per scenario and one column per pair: passed, FAILED with the reason, or \
+            skipped with the reason, and what the scenario measured. Scenarios that need \
+            network namespaces run only as root.
+
+            Exit status: 0 when no scenario failed (skips are not failures), 1 when a \
+            scenario failed, 2 for bad arguments.
+            """)
+
+    @Option(name: .customLong("backend"), help: ArgumentHelp(
+        "A backend to run (repeatable): every pair among the backends given, mixed pairs included. Default: every registered backend (\(Backends.registry.names.joined(separator: ", "))).",
+        valueName: "name"))
+    var backends: [String] = []
+
+    @Option(name: .customLong("pair"), help: ArgumentHelp(
+        "A client and a server backend to run (repeatable), in addition to --backend's pairs.",
+        valueName: "client:server"))
+    var pairs: [String] = []
+
+    @Option(name: .customLong("scenario"), help: ArgumentHelp(
+        "A scenario to run (repeatable): its number (8), a range (30-35), its name, or a part of names (every scenario whose name contains it). Default: all.",
+        valueName: "n|n-m|name"))
+    var scenarios: [String] = []
+
+    @Flag(help: "List the selected scenarios, the registered backends and the selected pairs, and run nothing.")
+    var list = false
+
+    @Option(name: .customLong("json"), help: ArgumentHelp(
+        "Also write the report as JSON to this file; '-' writes it to standard output (the table and the progress then go to standard error).",
+        valueName: "path"))
+    var json: String?
+
+    @Flag(help: "Print the scenarios' own log lines (what each one measured and saw) as they run.")
+    var verbose = false
+
+    // --backend-library PATH (backends loaded from shared libraries at run time) belongs
+    // here: its libraries register into `registry` in run() before the selection is made.
+
+    /// Runs the selection; returns the exit status.
+    func run(registry: BackendRegistry) async -> Int32 {
+        let runner: ConformanceRunner
+        do {
+            runner = try ConformanceRunner(registry: registry, backends: backends, pairs: pairs, scenarios: scenarios)
+        } catch {
+            Output.standardError.write("switchyard-conformance: error: \(error.message)\n")
+            return 2
+        }
+        if list {
+            Output.standardOutput.write(runner.listing(registry: registry))
+            return 0
+        }
+
+        // Open the JSON file first: a path that cannot be written is a bad argument, said
+        // before the runs, not after them.
+        var jsonOutput: Output?
+        if let json {
+            if json == "-" {
+                jsonOutput = .standardOutput
+            } else {
+                do {
+                    jsonOutput = try Output(creating: json)
+                } catch {
+                    Output.standardError.write("switchyard-conformance: error: --json \(json): \(error)\n")
+                    return 2
+                }
+            }
+        }
+        let people: Output = json == "-" ? .standardError : .standardOutput
+
+        ConformanceKit.prepareProcess()
+        let verbose = self.verbose
+        let log: @Sendable (String) -> Void = { line in
+            if verbose { people.write(line + "\n") }
+        }
+        let report = await runner.run(log: log) { (progress: ConformanceRunner.Progress) in
+            if progress.outcome == nil {
+                people.write(progress.heading + (verbose ? "\n" : ": "))
+            } else {
+                people.write((verbose ? progress.description : progress.result) + "\n")
+            }
+        }
+        people.write("\n" + report.text())
+
+        if let jsonOutput {
+            do {
+                jsonOutput.write(try report.json())
+            } catch {
+                Output.standardError.write("switchyard-conformance: error: encoding the report as JSON: \(error)\n")
+                return 1
+            }
+            if json != "-" { jsonOutput.close() }
+        }
+        return report.exitStatus
+    }
+}
+
+@main
+enum Main {
+    static func main() async {
+        let command: ConformanceCommand
+        do {
+            command = try ConformanceCommand.parse()
+        } catch {
+            // --help is a "clean exit": its text goes to standard output, status 0.
+            if ConformanceCommand.exitCode(for: error) == .success {
+                Output.standardOutput.write(ConformanceCommand.fullMessage(for: error) + "\n")
+                exit(0)
+            }
+            Output.standardError.write(ConformanceCommand.fullMessage(for: error) + "\n")
+            exit(2)
+        }
+        exit(await command.run(registry: Backends.registry))
+    }
+}
+
+/// An output descriptor written with `write(2)`, unbuffered, so progress shows as it
+/// happens and nothing is lost at `exit` (and the C `stdout`/`stderr` globals are not
+/// concurrency-safe).
+struct Output: Sendable {
+    let descriptor: Int32
+
+    static let standardOutput = Output(descriptor: 1)
+    static let standardError = Output(descriptor: 2)
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    /// Creates (or truncates) the file at `path` for writing.
+    init(creating path: String) throws(OutputError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw OutputError(errno: errno) }
+        self.descriptor = descriptor
+    }
+
+    func write(_ text: String) {
+        write(Array(text.utf8))
+    }
+
+    func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+
+    func close() {
+        _ = Glibc.close(descriptor)
+    }
+}
+
+/// Why a file could not be opened: the C library's words for its errno.
+struct OutputError: Error, CustomStringConvertible {
+    var errno: Int32
+
+    var description: String {
+        guard let text = strerror(errno) else { return "errno \(errno)" }
+        return String(decoding: UnsafeRawBufferPointer(start: text, count: strlen(text)), as: UTF8.self)
+    }
+}
