@@ -9,7 +9,8 @@ import Synchronization
 /// the backend's Swift objects in the library's own copy of the modules.
 final class ExportedBackend: Sendable {
     let backend: TransportBackend
-    /// The table handed to hosts. Immutable once made.
+    /// The table handed to hosts. `nonisolated(unsafe)`: a pointer is not `Sendable`, but
+    /// the table is written once, in `init`, before anyone can see it, and only read after.
     nonisolated(unsafe) let table: UnsafeMutablePointer<sy_backend>
 
     /// Tables already made, by backend name: an entry point may be called more than once.
