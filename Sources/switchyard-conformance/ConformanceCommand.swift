@@ -1,7 +1,7 @@
 // switchyard-conformance: runs the conformance kit over backend pairs and prints the
 // report, one row per scenario and one column per pair.
 //
-//     switchyard-conformance [--backend NAME]... [--pair CLIENT:SERVER]...
+//     switchyard-conformance [--backend NAME]... [--pair CLIENT:SERVER]... [--backend-library PATH]...
 //                            [--scenario N|N-M|NAME]... [--list] [--json PATH|-] [--verbose]
 //
 // Exit status: 0 when no scenario failed (skips are not failures), 1 when one failed, 2
@@ -56,11 +56,19 @@ struct ConformanceCommand: ParsableCommand {
     @Flag(help: "Print the scenarios' own log lines (what each one measured and saw) as they run.")
     var verbose = false
 
-    // --backend-library PATH (backends loaded from shared libraries at run time) belongs
-    // here: its libraries register into `registry` in run() before the selection is made.
+    @Option(name: .customLong("backend-library"), help: ArgumentHelp(
+        "A backend built as a shared library to load and run (repeatable); libraries in the folders of $\(Backends.searchPathVariable) are loaded too. Its backend is then one of the registered backends.",
+        valueName: "path"))
+    var backendLibraries: [String] = []
 
     /// Runs the selection; returns the exit status.
     func run(registry: BackendRegistry) async -> Int32 {
+        do {
+            try Backends.loadLibraries(backendLibraries, into: registry)
+        } catch {
+            Output.standardError.write("switchyard-conformance: error: \(error.message)\n")
+            return 2
+        }
         let runner: ConformanceRunner
         do {
             runner = try ConformanceRunner(registry: registry, backends: backends, pairs: pairs, scenarios: scenarios)

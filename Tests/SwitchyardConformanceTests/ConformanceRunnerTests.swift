@@ -203,6 +203,25 @@ struct ConformanceRunnerTests {
     }
 }
 
+extension ConformanceRunnerTests {
+    @Test("switchyard-conformance --backend-library runs a backend loaded at run time, paired with the built-in ones; a bad library is exit 2 naming the file")
+    func toolLoadsBackendLibrary() throws {
+        let library = try Tool.sibling("libSwitchyardBSDLoadedFixture.so")
+        let result = try Tool.run([
+            "--backend-library", library, "--backend", "bsd-loaded", "--backend", "bsd", "--scenario", "1", "--json", "-",
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let report = try ConformanceReport(json: Array(result.standardOutput.utf8))
+        #expect(report.columns.map(\.description) == ["bsd-loaded→bsd-loaded", "bsd-loaded→bsd", "bsd→bsd-loaded", "bsd→bsd"])
+        #expect(report.summary == ConformanceReport.Summary(passed: 4))
+
+        let bad = try Tool.run(["--backend-library", "/etc/hostname", "--scenario", "1"])
+        #expect(bad.status == 2)
+        #expect(bad.standardError.hasPrefix("switchyard-conformance: error: cannot load backend library '/etc/hostname'"), "\(bad.standardError)")
+        #expect(bad.standardOutput.isEmpty)
+    }
+}
+
 /// The `switchyard-conformance` executable, found next to the test binary (the build
 /// products directory), run to completion.
 enum Tool {
@@ -213,19 +232,25 @@ enum Tool {
     }
 
     static func path() throws -> String {
+        try sibling("switchyard-conformance")
+    }
+
+    /// A build product named `name` in the build products directory.
+    static func sibling(_ name: String) throws -> String {
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         var directory = URL(fileURLWithPath: exe).deletingLastPathComponent()
         for _ in 0..<3 {
-            let candidate = directory.appendingPathComponent("switchyard-conformance").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            let candidate = directory.appendingPathComponent(name).path
+            if FileManager.default.fileExists(atPath: candidate) { return candidate }
             directory = directory.deletingLastPathComponent()
         }
-        throw ToolNotFound()
+        throw ToolNotFound(name: name)
     }
 
     struct ToolNotFound: Error, CustomStringConvertible {
+        var name: String
         var description: String {
-            "cannot find the switchyard-conformance executable next to the tests; build it (swift build --build-tests builds it)"
+            "cannot find \(name) next to the tests; build it (swift build --build-tests builds it)"
         }
     }
 
