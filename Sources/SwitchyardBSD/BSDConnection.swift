@@ -286,10 +286,12 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
                     case .done(let n): sent = n
                     }
                 } catch {
+                    // The writes the kernel took before the failure complete first, in
+                    // order; then the end fails the rest and tells the handler.
                     let done = completed
                     completed.removeAll(keepingCapacity: true)
-                    terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
                     for completion in done { completion(nil) }
+                    terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
                     return
                 }
             }
