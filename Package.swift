@@ -116,7 +116,7 @@ let package = Package(
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
-            dependencies: ["Switchyard", "SwitchyardNetlink"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         // The kit's command-line runner: options in, report out; the logic is the kit's.
@@ -203,7 +203,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardConformanceTests",
-            dependencies: ["Switchyard", "SwitchyardConformance", "SwitchyardBackends"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.

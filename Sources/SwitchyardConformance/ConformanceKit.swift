@@ -1,5 +1,6 @@
 import Glibc
 public import Switchyard
+import SwitchyardBackendKit
 
 /// The conformance kit: named scenarios that every backend pair must pass, and the
 /// runner that holds each run to a time limit and to a clean descriptor table.
@@ -250,6 +251,8 @@ public enum ConformanceKit {
             ConformanceFailure(scenario: scenario.name, pair: pair, message: message, file: #fileID, line: line)
         }
         await warmUpRuntime()
+        // Violations from before this run (another run's stragglers) are not this run's.
+        _ = LoadableBackend.takeContractViolations()
         let before = DescriptorSnapshot.take()
 
         let clientTransport: any Transport
@@ -319,6 +322,11 @@ public enum ConformanceKit {
             leaked = DescriptorSnapshot.take().opened(since: before)
         }
         var problems = shutdownProblems
+        // A loaded backend that called a once-only callback again (its host dropped the
+        // call rather than crash): the scenario did not see the contract broken, so say it.
+        for violation in LoadableBackend.takeContractViolations() {
+            problems.append("the backend broke the loaded-library contract: \(violation)")
+        }
         if !leaked.isEmpty {
             let list = leaked.map { "fd \($0.fd) → \($0.target)" }.joined(separator: ", ")
             problems.append("\(leaked.count) descriptors opened during the run are still open \(settleTime) after shutdownNow(): \(list)")

@@ -88,6 +88,14 @@ public enum LoadableBackend {
         try BackendLibrary(entry: entry, origin: origin).backend
     }
 
+    /// What loaded libraries did against the interface's contract since the last call
+    /// (oldest first), and forgets them: a callback that must run once and ran again
+    /// (a write's completion twice, say). The host drops such a call rather than crash on
+    /// it; the conformance kit fails the scenario during which one was recorded.
+    public static func takeContractViolations() -> [String] {
+        OnceContext.takeViolations()
+    }
+
     /// The backend libraries in the folders of `searchPath`, a colon-separated list as in
     /// `SWITCHYARD_BACKEND_PATH`: in each folder, in the list's order, the files whose
     /// names start with `lib` and end with `.so` (what a SwiftPM `.dynamic` product is

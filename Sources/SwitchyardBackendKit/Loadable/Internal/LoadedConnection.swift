@@ -117,14 +117,14 @@ private final class CompletionBox {
     static func callback(_ completion: WriteCompletion?) -> (sy_done_fn?, UnsafeMutableRawPointer?) {
         guard let completion else { return (nil, nil) }
         let done: sy_done_fn = { context, error in
-            CallbackContext.take(context, as: CompletionBox.self).completion(error.map { TransportError(abi: $0) })
+            OnceContext.take(context, as: CompletionBox.self, what: "a write's done")?.completion(error.map { TransportError(abi: $0) })
         }
-        return (done, CallbackContext.retained(CompletionBox(completion)))
+        return (done, OnceContext.register(CompletionBox(completion)))
     }
 
     /// Frees a context whose `done` will never run (the write went out at once).
     static func discard(_ context: UnsafeMutableRawPointer?) {
         guard let context else { return }
-        _ = CallbackContext.take(context, as: CompletionBox.self)
+        _ = OnceContext.take(context, as: CompletionBox.self, what: "a write's done")
     }
 }

@@ -24,9 +24,9 @@ final class LoadedEventLoop: EventLoop, @unchecked Sendable {
     func execute(_ work: @escaping @Sendable () -> Void) {
         library.table.loop_execute!(
             handle,
-            { CallbackContext.take($0, as: WorkBox.self).work() },
-            { _ = CallbackContext.take($0, as: WorkBox.self) },
-            CallbackContext.retained(WorkBox(work)))
+            { OnceContext.take($0, as: WorkBox.self, what: "a loop task's run or drop")?.work() },
+            { _ = OnceContext.take($0, as: WorkBox.self, what: "a loop task's run or drop") },
+            OnceContext.register(WorkBox(work)))
     }
 }
 

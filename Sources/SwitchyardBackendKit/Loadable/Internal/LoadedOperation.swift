@@ -36,7 +36,7 @@ final class LoadedOperation: Sendable {
         let pending = Pending(library)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                pending.started(start(CallbackContext.retained(LoadedOperation(continuation))))
+                pending.started(start(OnceContext.register(LoadedOperation(continuation))))
             }
         } onCancel: {
             pending.cancel()

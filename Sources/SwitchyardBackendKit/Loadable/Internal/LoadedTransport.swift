@@ -96,7 +96,7 @@ final class LoadedTransport: Transport {
             endpoint.withABI { endpoint in
                 options.withABI { options in
                     core.library.table.transport_connect!(core.handle, endpoint, options, { context, connection, error in
-                        CallbackContext.take(context, as: LoadedOperation.self).finish(connection, error)
+                        OnceContext.take(context, as: LoadedOperation.self, what: "a connect's done")?.finish(connection, error)
                     }, context)
                 }
             }
@@ -110,7 +110,7 @@ final class LoadedTransport: Transport {
             endpoint.withABI { endpoint in
                 options.withABI { options in
                     core.library.table.transport_listen!(core.handle, endpoint, options, { context, listener, error in
-                        CallbackContext.take(context, as: LoadedOperation.self).finish(listener, error)
+                        OnceContext.take(context, as: LoadedOperation.self, what: "a listen's done")?.finish(listener, error)
                     }, context)
                 }
             }
@@ -123,8 +123,8 @@ final class LoadedTransport: Transport {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             core.library.table.transport_shutdown!(
                 core.handle, sy_duration(gracePeriod),
-                { context, _ in CallbackContext.take(context, as: Resumption.self).continuation.resume() },
-                CallbackContext.retained(Resumption(continuation)))
+                { context, _ in OnceContext.take(context, as: Resumption.self, what: "a shutdown's done")?.continuation.resume() },
+                OnceContext.register(Resumption(continuation)))
         }
     }
 
@@ -133,8 +133,8 @@ final class LoadedTransport: Transport {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             core.library.table.transport_shutdown_now!(
                 core.handle,
-                { context, _ in CallbackContext.take(context, as: Resumption.self).continuation.resume() },
-                CallbackContext.retained(Resumption(continuation)))
+                { context, _ in OnceContext.take(context, as: Resumption.self, what: "a shutdown's done")?.continuation.resume() },
+                OnceContext.register(Resumption(continuation)))
         }
     }
 }
