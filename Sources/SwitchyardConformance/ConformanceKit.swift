@@ -324,8 +324,16 @@ public enum ConformanceKit {
         var problems = shutdownProblems
         // A loaded backend that called a once-only callback again (its host dropped the
         // call rather than crash): the scenario did not see the contract broken, so say it.
+        var violations: [(text: String, count: Int)] = []
         for violation in LoadableBackend.takeContractViolations() {
-            problems.append("the backend broke the loaded-library contract: \(violation)")
+            if let index = violations.firstIndex(where: { $0.text == violation }) {
+                violations[index].count += 1
+            } else {
+                violations.append((violation, 1))
+            }
+        }
+        for (text, count) in violations {
+            problems.append("the backend broke the loaded-library contract\(count > 1 ? " \(count) times" : ""): \(text)")
         }
         if !leaked.isEmpty {
             let list = leaked.map { "fd \($0.fd) → \($0.target)" }.joined(separator: ", ")
