@@ -32,7 +32,7 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
 
     private let lifecycle: TransportLifecycle<UnixEventLoop>
     private let fd: CInt
-    private var socket: UnixSocket?
+    private var socket: Socket?
     /// Loop-confined and touched on every write: no runtime exclusivity check.
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// The loop's watch and the events it waits for; nil while not in the epoll set.
@@ -40,7 +40,7 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
     /// Completions of writes a flush finished, run once the state settled (reused).
     private var finished: [WriteCompletion] = []
 
-    init(socket: consuming UnixSocket, loop: UnixEventLoop, local: Endpoint, remote: Endpoint, lifecycle: TransportLifecycle<UnixEventLoop>) {
+    init(socket: consuming Socket, loop: UnixEventLoop, local: Endpoint, remote: Endpoint, lifecycle: TransportLifecycle<UnixEventLoop>) {
         fd = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
