@@ -31,7 +31,7 @@ final class LoopTimer {
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks`, `threadID` and `state` is
 /// touched only on the loop's thread (checked in debug builds by `assertInLoop`).
-final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
+final class EpollEventLoop: DescriptorEventLoop, @unchecked Sendable {
     let index: Int
     private let epfd: CInt
     private let wakeFD: CInt

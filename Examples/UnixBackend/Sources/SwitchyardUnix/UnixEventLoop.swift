@@ -20,7 +20,7 @@ protocol UnixWatcher: AnyObject {
 ///
 /// Safety of `@unchecked Sendable`: `watchers`, `nextWatch`, `running` and the buffers
 /// are touched only on the loop's thread; the task queue is locked, `threadID` atomic.
-final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
+final class UnixEventLoop: DescriptorEventLoop, @unchecked Sendable {
     private let epfd: CInt
     private let wakeFD: CInt
     private static let wakeData: UInt64 = 0
