@@ -31,7 +31,7 @@ final class LoopTimer {
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks`, `threadID` and `state` is
 /// touched only on the loop's thread (checked in debug builds by `assertInLoop`).
-final class EpollEventLoop: DescriptorEventLoop, @unchecked Sendable {
+final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked Sendable {
     let index: Int
     private let epfd: CInt
     private let wakeFD: CInt
@@ -49,8 +49,9 @@ final class EpollEventLoop: DescriptorEventLoop, @unchecked Sendable {
     private var running = true
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
-    /// Work deferred to the end of the current turn (not inline in a user's call).
-    private let deferred = DeferredWork()
+    /// Work deferred to the end of the current turn (not inline in a user's call):
+    /// `deferToEndOfTurn` and `deferCompletion` are the toolkit's (``DeferringEventLoop``).
+    let deferred = DeferredWork()
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -104,20 +105,6 @@ final class EpollEventLoop: DescriptorEventLoop, @unchecked Sendable {
             if wake { try? Posix.eventfdSignal(wakeFD) }
             return true
         }
-    }
-
-    /// Runs `work` at the end of the current turn of the loop. Call on the loop; used so
-    /// that callbacks never run inside the user call that caused them.
-    func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assertInLoop()
-        deferred.append(work)
-    }
-
-    /// Runs a write's `completion` with `result` at the end of the current turn, in order
-    /// with other deferred work. Call on the loop.
-    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assertInLoop()
-        deferred.append(completion, result)
     }
 
     /// Runs `work` on the loop after `delay`. Call on the loop.

@@ -20,12 +20,12 @@ protocol UnixWatcher: AnyObject {
 ///
 /// Safety of `@unchecked Sendable`: `watchers`, `nextWatch`, `running` and the buffers
 /// are touched only on the loop's thread; the task queue is locked, `threadID` atomic.
-final class UnixEventLoop: DescriptorEventLoop, @unchecked Sendable {
+final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked Sendable {
     private let epfd: CInt
     private let wakeFD: CInt
     private static let wakeData: UInt64 = 0
     private let tasks = LoopTaskQueue()
-    private let deferred = DeferredWork()
+    let deferred = DeferredWork()
     private let threadID = Atomic<UInt>(0)
     private let joined = Atomic<Bool>(false)
     private var thread: LoopThread?
@@ -73,16 +73,6 @@ final class UnixEventLoop: DescriptorEventLoop, @unchecked Sendable {
             if wake { try? Posix.eventfdSignal(wakeFD) }
             return true
         }
-    }
-
-    func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assertInLoop()
-        deferred.append(work)
-    }
-
-    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assertInLoop()
-        deferred.append(completion, result)
     }
 
     func stopAndJoin() {
