@@ -91,7 +91,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
                     return
                 }
             }
-            hand(Socket(takingOwnershipOf: accepted.0), remote: UnixAddress.endpoint(of: accepted.1))
+            hand(Socket(takingOwnershipOf: accepted.0), remote: accepted.1.endpoint)
         }
     }
 

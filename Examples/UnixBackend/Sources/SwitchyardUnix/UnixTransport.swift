@@ -83,7 +83,7 @@ public final class UnixTransport: Transport {
         let local: Endpoint
         do {
             try await connect(socket.descriptor, to: address, timeout: options.timeout)
-            local = UnixAddress.endpoint(of: try Posix.localAddress(socket.descriptor))
+            local = try Posix.localAddress(socket.descriptor).endpoint
         } catch {
             socket.close()
             if let failure = error as? SyscallError {
