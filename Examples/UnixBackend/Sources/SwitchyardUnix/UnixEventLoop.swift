@@ -1,4 +1,3 @@
-import CSwitchyardUnix
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
@@ -41,13 +40,13 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
 
     init(name: String) throws(TransportError) {
         do {
-            epfd = try UnixSystem.epollCreate()
+            epfd = try Posix.epollCreate()
         } catch {
             throw ErrnoTable.error(error, while: "creating a unix event loop")
         }
         do {
             wakeFD = try Posix.eventfdCreate()
-            try UnixSystem.epollAdd(epfd, wakeFD, events: Posix.Events.input, data: Self.wakeData)
+            try Posix.epollControl(epfd, Posix.epollAdd, wakeFD, events: Posix.Events.input, data: Self.wakeData)
         } catch {
             try? Posix.close(epfd)
             throw ErrnoTable.error(error, while: "creating a unix event loop")
@@ -97,35 +96,33 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     func watch(_ fd: CInt, events: UInt32, by watcher: any UnixWatcher) throws(SyscallError) -> UInt64 {
         assertInLoop()
         nextWatch += 1
-        try UnixSystem.epollAdd(epfd, fd, events: events, data: nextWatch)
+        try Posix.epollControl(epfd, Posix.epollAdd, fd, events: events, data: nextWatch)
         watchers[nextWatch] = watcher
         return nextWatch
     }
 
     /// Changes the events a watch waits for.
     func change(_ fd: CInt, watch: UInt64, events: UInt32) throws(SyscallError) {
-        try UnixSystem.epollModify(epfd, fd, events: events, data: watch)
+        try Posix.epollControl(epfd, Posix.epollModify, fd, events: events, data: watch)
     }
 
     /// Ends a watch. Call before closing `fd`.
     func unwatch(_ fd: CInt, watch: UInt64) {
         assertInLoop()
         watchers[watch] = nil
-        try? UnixSystem.epollDelete(epfd, fd)
+        try? Posix.epollControl(epfd, Posix.epollDelete, fd, events: 0, data: 0)
     }
 
     // MARK: the loop
 
     private func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
-        let capacity: CInt = 256
-        let ready = UnsafeMutablePointer<csu_ready>.allocate(capacity: Int(capacity))
-        defer { ready.deallocate() }
+        var ready = EpollReadyEvents(capacity: 256)
         while running {
             let timeout: CInt = tasks.mayHaveWork || !deferred.isEmpty ? 0 : -1
             let count: Int
             do {
-                count = try UnixSystem.epollWait(epfd, into: ready, capacity: capacity, timeoutMilliseconds: timeout)
+                count = try ready.wait(on: epfd, timeoutMilliseconds: timeout)
             } catch {
                 fatalError("epoll_wait failed on a unix event loop: \(error)")
             }
