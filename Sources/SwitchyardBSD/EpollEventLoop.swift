@@ -74,15 +74,8 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
     init(index: Int, name: String) throws(TransportError) {
         self.index = index
         do {
-            epfd = try Posix.epollCreate()
+            (epfd, wakeFD) = try epollCreateWithWakeup(wakeData: Self.wakeToken)
         } catch {
-            throw ErrnoTable.error(error, while: "creating an event loop")
-        }
-        do {
-            wakeFD = try Posix.eventfdCreate()
-            try Posix.epollControl(epfd, EPOLL_CTL_ADD, wakeFD, events: EPOLLIN.rawValue, data: Self.wakeToken)
-        } catch {
-            try? Posix.close(epfd)
             throw ErrnoTable.error(error, while: "creating an event loop")
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
@@ -99,12 +92,7 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         // One queue for work from the loop itself and from other threads, so work runs
         // in the order it was queued; the loop needs no wake-up for its own work.
-        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
-        case .refused: return false
-        case .queued(let wake):
-            if wake { try? Posix.eventfdSignal(wakeFD) }
-            return true
-        }
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
     }
 
     /// Runs `work` on the loop after `delay`. Call on the loop.

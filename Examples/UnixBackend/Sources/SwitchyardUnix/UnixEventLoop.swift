@@ -40,15 +40,8 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
 
     init(name: String) throws(TransportError) {
         do {
-            epfd = try Posix.epollCreate()
+            (epfd, wakeFD) = try epollCreateWithWakeup(wakeData: Self.wakeData)
         } catch {
-            throw ErrnoTable.error(error, while: "creating a unix event loop")
-        }
-        do {
-            wakeFD = try Posix.eventfdCreate()
-            try Posix.epollControl(epfd, Posix.epollAdd, wakeFD, events: Posix.Events.input, data: Self.wakeData)
-        } catch {
-            try? Posix.close(epfd)
             throw ErrnoTable.error(error, while: "creating a unix event loop")
         }
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
@@ -66,12 +59,7 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
-        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
-        case .refused: return false
-        case .queued(let wake):
-            if wake { try? Posix.eventfdSignal(wakeFD) }
-            return true
-        }
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
     }
 
     func stopAndJoin() {
