@@ -26,13 +26,9 @@ let package = Package(
         .package(name: "switchyard", path: "../.."),
     ],
     targets: [
-        // epoll, which Glibc's Swift module does not bring in (the toolkit's epoll
-        // wrappers take the C `epoll_event`, which no Switchyard product declares).
-        .target(name: "CSwitchyardUnix"),
         .target(
             name: "SwitchyardUnix",
             dependencies: [
-                "CSwitchyardUnix",
                 .product(name: "Switchyard", package: "switchyard"),
                 .product(name: "SwitchyardBackendKit", package: "switchyard"),
             ],

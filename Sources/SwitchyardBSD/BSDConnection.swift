@@ -3,8 +3,9 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A TCP connection on an epoll loop. See ``Connection`` for the contract, which
-/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type does the
-/// system calls.
+/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; the toolkit's
+/// ``DescriptorStreamConnection`` sends, flushes and reads; this type watches the
+/// descriptor, parks it, and detects stalls.
 ///
 /// Reads go into the loop's shared buffer and are handed to the handler borrowed, so a
 /// read allocates nothing. A write is sent at once when nothing is queued; only the part
@@ -13,7 +14,7 @@ import SwitchyardBackendKit
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop`
 /// (public methods hop there first); the state machine's ``ConnectionRecord`` is what
 /// other threads read.
-final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unchecked Sendable {
+final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
     private let localSocketAddress: SocketAddress
     private let remoteSocketAddress: SocketAddress
@@ -24,11 +25,11 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
 
     private let lifecycle: TransportLifecycle<EpollEventLoop>
     private var socket: Socket?
-    private let fd: CInt
+    let descriptor: CInt
     /// Loop-confined and touched on every write: no runtime exclusivity check.
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// Completions collected by a flush, run after the state settled (reused).
-    private var completed: [WriteCompletion] = []
+    var finishedWrites: [WriteCompletion] = []
 
     /// Not in the loop's epoll set: after a hang-up while nobody reads (so level-triggered
     /// HUP does not spin the loop), once the read side ended with nothing left to write
@@ -49,7 +50,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
         socket: consuming Socket, loop: EpollEventLoop, local: SocketAddress, remote: SocketAddress,
         lifecycle: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) {
-        self.fd = socket.descriptor
+        self.descriptor = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
         self.localSocketAddress = local
@@ -76,7 +77,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
         }
         if registeringAtOnce {
             do {
-                try loop.register(fd, events: 0, object: self)
+                try loop.register(descriptor, events: 0, object: self)
             } catch {
                 let failure = ErrnoTable.error(error, while: "registering a connection")
                 terminate(failure, deferCallbacks: false)
@@ -99,7 +100,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
 
     /// The error for a failed system call on this connection: the errno table's, except
     /// that with a stall timeout the kernel's stall errors mean `stalled`.
-    private func failure(_ error: SyscallError, while doing: String) -> TransportError {
+    func transportError(_ error: SyscallError, while doing: String) -> TransportError {
         failure(errno: error.errno, message: "\(doing): \(error.call) failed")
     }
 
@@ -118,13 +119,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
 
     func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
         wroteSinceSweep = true
-        guard let header else { return send(body) }
-        // One gathered send; the iovecs point into `header` and `body`, both alive for
-        // the call.
-        let vectors = loop.writeVectors
-        vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
-        vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
-        return send(vectors, count: body.isEmpty ? 1 : 2, total: header.count + body.count)
+        return sendToDescriptor(header, body)
     }
 
     func writesQueued() {
@@ -138,16 +133,13 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
 
     func shutDownOutputNow() {
         wroteSinceSweep = true
-        let failure = shutdownWriteSide()
-        if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
-            loop.deferCompletion(completion, failure)
-        }
+        shutDownDescriptorOutput()
     }
 
     func reset() {
         loop.onLoop {
             guard self.state.isOpen else { return }
-            try? Posix.setLingerZero(self.fd)
+            try? Posix.setLingerZero(self.descriptor)
             self.terminate(nil, deferCallbacks: true)
         }
     }
@@ -157,14 +149,14 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
     func handleEvents(_ events: UInt32) {
         guard state.isOpen else { return }
         if events & Posix.Events.error != 0 {
-            let code = (try? Posix.socketError(fd)) ?? 0
+            let code = (try? Posix.socketError(descriptor)) ?? 0
             if code != 0 {
                 terminate(failure(errno: code, message: "connection to \(remoteAddress)"), deferCallbacks: false)
                 return
             }
         }
         if events & Posix.Events.output != 0 {
-            flush()
+            flushWrites()
             guard state.isOpen else { return }
         }
         if events & (Posix.Events.input | Posix.Events.hangup) != 0 {
@@ -172,31 +164,6 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
                 readAvailable()
             } else if events & Posix.Events.hangup != 0 && state.writes.isEmpty {
                 park()
-            }
-        }
-    }
-
-    private func readAvailable() {
-        let buffer = loop.readBuffer
-        var rounds = 0
-        while state.shouldRead, rounds < 16 {
-            rounds += 1
-            do {
-                switch try Posix.receive(fd, into: buffer) {
-                case .wouldBlock:
-                    return
-                case .done(0):
-                    let handler = state.readDidEnd()
-                    updateInterest()
-                    handler?.connectionDidReadEnd()
-                    return
-                case .done(let count):
-                    state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                    if count < buffer.count { return }
-                }
-            } catch {
-                terminate(failure(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
-                return
             }
         }
     }
@@ -211,7 +178,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
         else { return nil }
         wroteSinceSweep = false
         // A socket that cannot say (it broke underneath) is left to its next I/O.
-        guard let info = try? Posix.tcpInfo(fd) else { return nil }
+        guard let info = try? Posix.tcpInfo(descriptor) else { return nil }
         let action = detector.observe(info, queuedBytes: state.pendingWriteBytes, at: now)
         stallDetector = detector
         guard case .stall(let waited) = action else { return nil }
@@ -222,112 +189,16 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
     /// once), with `unavailable`/`stalled`.
     func endStalled(waited: Duration, timeout: Duration) {
         guard state.isOpen else { return }
-        try? Posix.setLingerZero(fd)
+        try? Posix.setLingerZero(descriptor)
         terminate(TransportError(
             code: .unavailable, reason: .stalled,
             message: "the connection to \(remoteAddress) stalled: data in flight went unacknowledged for \(waited) (the stall timeout is \(timeout))"),
             deferCallbacks: false)
     }
 
-    // MARK: writing
-
-    /// Sends `count` iovecs holding `total` bytes at once; the count the kernel took, or
-    /// nil after a failure that ended the connection (its callbacks deferred, since a
-    /// user call is on the stack).
-    private func send(_ vectors: UnsafeMutablePointer<iovec>, count: Int, total: Int) -> Int? {
-        if total == 0 { return 0 }
-        do {
-            switch try Posix.sendGathered(fd, vectors, count: count) {
-            case .done(let sent): return sent
-            case .wouldBlock: return 0
-            }
-        } catch {
-            terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
-            return nil
-        }
-    }
-
-    /// ``send(_:count:total:)`` for one buffer.
-    private func send(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        if bytes.isEmpty { return 0 }
-        do {
-            switch try Posix.send(fd, bytes) {
-            case .done(let count): return count
-            case .wouldBlock: return 0
-            }
-        } catch {
-            terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
-            return nil
-        }
-    }
-
-    /// Sends queued writes, gathered, until the kernel stops taking them.
-    private func flush() {
-        var shutdownDue = false
-        while !state.writes.isEmpty {
-            let vectors = loop.writeVectors
-            var count = 0
-            var offered = 0
-            // The pointers stay valid: each array is held by the queue, unmutated, until
-            // after the send below.
-            for write in state.writes.entries.prefix(EpollEventLoop.writeVectorCount) {
-                let remaining = write.remaining
-                if remaining == 0 { continue }
-                let base = write.bytes.withUnsafeBytes { $0.baseAddress! } + write.offset
-                vectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: remaining)
-                count += 1
-                offered += remaining
-            }
-            var sent = 0
-            if count > 0 {
-                do {
-                    switch try Posix.sendGathered(fd, vectors, count: count) {
-                    case .wouldBlock: sent = -1
-                    case .done(let n): sent = n
-                    }
-                } catch {
-                    // The writes the kernel took before the failure complete first, in
-                    // order; then the end fails the rest and tells the handler.
-                    let done = completed
-                    completed.removeAll(keepingCapacity: true)
-                    for completion in done { completion(nil) }
-                    terminate(failure(error, while: "writing to \(remoteAddress)"), deferCallbacks: false)
-                    return
-                }
-            }
-            if sent < 0 { break }
-            shutdownDue = state.writesTaken(sent, completed: &completed) || shutdownDue
-            if sent < offered { break }
-        }
-        let drained = state.writes.isEmpty
-        var shutdownFailure: TransportError?
-        var shutdownCompletion: WriteCompletion?? = nil
-        if shutdownDue {
-            shutdownFailure = shutdownWriteSide()
-            shutdownCompletion = state.finishOutputShutdown(error: shutdownFailure)
-        }
-        updateInterest()
-        if !completed.isEmpty {
-            let done = completed
-            completed.removeAll(keepingCapacity: true)
-            for completion in done { completion(nil) }
-        }
-        if case .some(.some(let completion)) = shutdownCompletion { completion(shutdownFailure) }
-        if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
-    }
-
-    private func shutdownWriteSide() -> TransportError? {
-        do {
-            try Posix.shutdown(fd, how: Posix.shutdownWrite)
-            return nil
-        } catch {
-            return ErrnoTable.error(error, while: "shutting down output to \(remoteAddress)")
-        }
-    }
-
     // MARK: interest, parking, ending
 
-    private func updateInterest() {
+    func updateInterest() {
         guard state.isOpen else { return }
         var events: UInt32 = 0
         if state.shouldRead { events |= Posix.Events.input }
@@ -343,16 +214,16 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
             return
         }
         do {
-            try loop.reregister(fd, events: events)
+            try loop.reregister(descriptor, events: events)
             registeredEvents = events
         } catch {
-            terminate(failure(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+            terminate(transportError(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
         }
     }
 
     private func park() {
         guard !parked else { return }
-        loop.deregister(fd)
+        loop.deregister(descriptor)
         parked = true
         registeredEvents = 0
     }
@@ -360,10 +231,10 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
     private func unpark(events: UInt32) {
         parked = false
         do {
-            try loop.register(fd, events: events, object: self)
+            try loop.register(descriptor, events: events, object: self)
             registeredEvents = events
         } catch {
-            terminate(failure(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
+            terminate(transportError(error, while: "watching \(remoteAddress)"), deferCallbacks: true)
         }
     }
 
@@ -371,7 +242,7 @@ final class BSDConnection: StreamConnection, Selectable, LoopBoundResource, @unc
     /// now, then the state machine's ending reports, at once or at the end of the turn.
     func terminate(_ error: TransportError?, deferCallbacks: Bool) {
         guard let ending = state.end(with: error) else { return }
-        if !parked { loop.deregister(fd) }
+        if !parked { loop.deregister(descriptor) }
         socket.take()?.close()
         lifecycle.remove(self)
         stallMonitor?.remove(self)

@@ -94,25 +94,8 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
 
     func handleEvents(_ events: UInt32) {
         guard !closing.load(ordering: .acquiring), socket != nil, !paused else { return }
-        for _ in 0..<256 {
-            let accepted: (CInt, SocketAddress)
-            do {
-                switch try Posix.accept(fd) {
-                case .wouldBlock: return
-                case .done(let result): accepted = result
-                }
-            } catch {
-                switch error.errno {
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    pauseAccepting()
-                    return
-                case ECONNABORTED, EPROTO, EPERM:
-                    continue
-                default:
-                    return
-                }
-            }
-            hand(Socket(takingOwnershipOf: accepted.0), remote: accepted.1)
+        if case .outOfResources = acceptAvailable(on: fd, { socket, remote in hand(socket, remote: remote) }) {
+            pauseAccepting()
         }
     }
 

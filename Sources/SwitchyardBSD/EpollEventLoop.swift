@@ -31,7 +31,7 @@ final class LoopTimer {
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks`, `threadID` and `state` is
 /// touched only on the loop's thread (checked in debug builds by `assertInLoop`).
-final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
+final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked Sendable {
     let index: Int
     private let epfd: CInt
     private let wakeFD: CInt
@@ -49,8 +49,9 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
     private var running = true
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
-    /// Work deferred to the end of the current turn (not inline in a user's call).
-    private let deferred = DeferredWork()
+    /// Work deferred to the end of the current turn (not inline in a user's call):
+    /// `deferToEndOfTurn` and `deferCompletion` are the toolkit's (``DeferringEventLoop``).
+    let deferred = DeferredWork()
 
     /// The buffer every connection on this loop reads into; valid only on the loop.
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -73,15 +74,8 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
     init(index: Int, name: String) throws(TransportError) {
         self.index = index
         do {
-            epfd = try Posix.epollCreate()
+            (epfd, wakeFD) = try epollCreateWithWakeup(wakeData: Self.wakeToken)
         } catch {
-            throw ErrnoTable.error(error, while: "creating an event loop")
-        }
-        do {
-            wakeFD = try Posix.eventfdCreate()
-            try Posix.epollControl(epfd, EPOLL_CTL_ADD, wakeFD, events: EPOLLIN.rawValue, data: Self.wakeToken)
-        } catch {
-            try? Posix.close(epfd)
             throw ErrnoTable.error(error, while: "creating an event loop")
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
@@ -98,26 +92,7 @@ final class EpollEventLoop: BackendEventLoop, @unchecked Sendable {
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         // One queue for work from the loop itself and from other threads, so work runs
         // in the order it was queued; the loop needs no wake-up for its own work.
-        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
-        case .refused: return false
-        case .queued(let wake):
-            if wake { try? Posix.eventfdSignal(wakeFD) }
-            return true
-        }
-    }
-
-    /// Runs `work` at the end of the current turn of the loop. Call on the loop; used so
-    /// that callbacks never run inside the user call that caused them.
-    func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assertInLoop()
-        deferred.append(work)
-    }
-
-    /// Runs a write's `completion` with `result` at the end of the current turn, in order
-    /// with other deferred work. Call on the loop.
-    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assertInLoop()
-        deferred.append(completion, result)
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
     }
 
     /// Runs `work` on the loop after `delay`. Call on the loop.

@@ -43,9 +43,18 @@ public enum ErrnoTable {
 
     private static let byErrno: [CInt: Entry] = Dictionary(uniqueKeysWithValues: entries.map { ($0.errno, $0) })
 
+    /// Names of errnos with no row above (they map to `internal`/`i/o error` here; a
+    /// backend maps them in its own table where they mean more, as the unix example's
+    /// `ENOENT` at connect does), so that messages and ``SyscallError`` name them.
+    private static let otherNames: [CInt: String] = [
+        ENOENT: "ENOENT", ENOTDIR: "ENOTDIR", ENAMETOOLONG: "ENAMETOOLONG", ELOOP: "ELOOP",
+        EROFS: "EROFS", EEXIST: "EEXIST", EPROTOTYPE: "EPROTOTYPE", EAGAIN: "EAGAIN",
+        EINTR: "EINTR", EINPROGRESS: "EINPROGRESS", EALREADY: "EALREADY", EISCONN: "EISCONN",
+    ]
+
     /// The symbolic name of an errno, for messages.
     public static func name(of code: CInt) -> String {
-        byErrno[code]?.name ?? "errno \(code)"
+        byErrno[code]?.name ?? otherNames[code] ?? "errno \(code)"
     }
 
     /// The ``TransportError`` for a failed system call.

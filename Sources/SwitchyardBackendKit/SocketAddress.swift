@@ -57,7 +57,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 
-    /// AF_INET or AF_INET6.
+    /// The address family: AF_INET, AF_INET6 or AF_UNIX.
     public var family: CInt { CInt(storage.ss_family) }
 
     /// Whether the host part is the unspecified address (`0.0.0.0` or `::`), as in a
@@ -83,7 +83,8 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The endpoint (numeric host) this address names.
+    /// The endpoint this address names: a numeric host and port for AF_INET and
+    /// AF_INET6, a path endpoint (``Endpoint/init(unixPath:)``) for AF_UNIX.
     public var endpoint: Endpoint {
         withUnsafeBytes(of: storage) { raw -> Endpoint in
             switch CInt(storage.ss_family) {
@@ -104,6 +105,17 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
                     }
                 }
                 return Endpoint(host: host, port: Int(UInt16(bigEndian: address.sin6_port)))
+            case AF_UNIX:
+                // A path, `@name` for a name in Linux's abstract namespace (sun_path
+                // starts with a NUL), or an empty path for an unnamed socket.
+                let offset = MemoryLayout.offset(of: \sockaddr_un.sun_path)!
+                let end = min(Int(length), raw.count)
+                guard end > offset else { return Endpoint(unixPath: "") }
+                let path = UnsafeRawBufferPointer(rebasing: raw[offset..<end])
+                if path[0] == 0 {
+                    return Endpoint(unixPath: "@" + String(decoding: path.dropFirst(), as: UTF8.self))
+                }
+                return Endpoint(unixPath: String(decoding: path.prefix { $0 != 0 }, as: UTF8.self))
             default:
                 return Endpoint(host: "unknown-family-\(storage.ss_family)", port: 0)
             }

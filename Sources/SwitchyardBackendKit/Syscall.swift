@@ -270,6 +270,13 @@ public enum Posix {
         try syscallNonBlocking("epoll_create1") { epoll_create1(CInt(EPOLL_CLOEXEC)) }
     }
 
+    /// `epoll_ctl`'s operations, for ``epollControl(_:_:_:events:data:)``.
+    public static let epollAdd = CInt(EPOLL_CTL_ADD)
+    public static let epollModify = CInt(EPOLL_CTL_MOD)
+    public static let epollDelete = CInt(EPOLL_CTL_DEL)
+
+    /// `epoll_ctl`: `op` (``epollAdd``, ``epollModify``, ``epollDelete``) `fd` with the
+    /// event bits (``Events``) and the data word that ``EpollReadyEvents`` hands back.
     public static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
         var event = epoll_event()
         event.events = events

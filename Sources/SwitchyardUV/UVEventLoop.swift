@@ -22,7 +22,7 @@ import Synchronization
 /// Safety of `@unchecked Sendable`: everything but `tasks` (a mutex), `threadID`
 /// (atomic) and the immutable pointers is touched only on the loop's thread, or before
 /// the thread starts and after it was joined.
-final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
+final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     let index: Int
     /// The libuv loop; use only on the loop thread.
     let loop: UnsafeMutablePointer<uv_loop_t>
@@ -38,8 +38,9 @@ final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
     private var localRunning: [() -> Void] = []
     private var localWakePending = false
     private var localStopped = false
-    /// Work deferred to the end of the current libuv callback.
-    private let deferred = DeferredWork()
+    /// Work deferred to the end of the current libuv callback (`deferToEndOfTurn` and
+    /// `deferCompletion` are the toolkit's: ``DeferringEventLoop``).
+    let deferred = DeferredWork()
 
     /// What `uv_loop_close` returned when the loop ended (nil while it runs): 0 when
     /// every handle was closed, `UV_EBUSY` when one was left open (a leak).
@@ -127,20 +128,6 @@ final class UVEventLoop: BackendEventLoop, @unchecked Sendable {
     /// stopped (so that a continuation or a completion is never stranded).
     func submit(_ work: @escaping @Sendable () -> Void, otherwise: () -> Void) {
         if !submit(work) { otherwise() }
-    }
-
-    /// Runs `work` once the libuv callback now running returns (or the task now running
-    /// ends). Call on the loop; it keeps callbacks out of the user's call that caused them.
-    func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assertInLoop()
-        deferred.append(work)
-    }
-
-    /// Runs a write's `completion` with `result` once the libuv callback now running
-    /// returns, in order with other deferred work. Call on the loop.
-    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assertInLoop()
-        deferred.append(completion, result)
     }
 
     /// Runs the deferred work, including work deferred while it runs. Every libuv

@@ -55,6 +55,26 @@ public final class LoopTaskQueue: @unchecked Sendable {
         }
     }
 
+    /// A loop's ``BackendEventLoop/submit(_:)`` in one call: queues `work` and calls
+    /// `wakeUp` (outside the lock) when the loop needs waking; true when queued, false
+    /// (and `work` is not run) once the loop has stopped.
+    ///
+    /// ```swift
+    /// func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+    ///     tasks.submit(work, wakeNeeded: !inEventLoop) { try? Posix.eventfdSignal(wakeFD) }
+    /// }
+    /// ```
+    @inlinable
+    public func submit(_ work: @escaping @Sendable () -> Void, wakeNeeded: Bool, wakingWith wakeUp: () -> Void) -> Bool {
+        switch submit(work, wakeNeeded: wakeNeeded) {
+        case .refused:
+            return false
+        case .queued(let wake):
+            if wake { wakeUp() }
+            return true
+        }
+    }
+
     /// Whether anything may be queued (a hint, read without the lock).
     public var mayHaveWork: Bool { queued.load(ordering: .acquiring) }
 

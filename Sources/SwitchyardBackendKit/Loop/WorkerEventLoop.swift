@@ -50,12 +50,7 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
     public var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
     public func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
-        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
-        case .refused: return false
-        case .queued(let wake):
-            if wake { try? Posix.eventfdSignal(wakeFD) }
-            return true
-        }
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
     }
 
     public func deferToEndOfTurn(_ work: @escaping () -> Void) {

@@ -3,6 +3,8 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A Unix-domain socket address (`sockaddr_un`) and the ``Endpoint`` it stands for.
+/// (The other way, an address the kernel reported, is the toolkit's
+/// ``SocketAddress/endpoint``.)
 ///
 /// - `unix:/run/app.sock` (or a relative path): a socket file.
 /// - `unix:@name`: a name in Linux's abstract namespace (`sun_path` starts with a NUL;
@@ -46,21 +48,6 @@ struct UnixAddress {
         }
         socketAddress = SocketAddress(storage: storage, length: socklen_t(length))
         self.endpoint = endpoint
-    }
-
-    /// The endpoint a `sockaddr_un` the kernel reported stands for (`getsockname`,
-    /// `accept4`): a path, `@name` for an abstract name, or an empty path when unnamed.
-    static func endpoint(of address: SocketAddress) -> Endpoint {
-        address.withSockaddr { pointer, length -> Endpoint in
-            let count = Int(length) - pathOffset
-            guard count > 0 else { return Endpoint(unixPath: "") }
-            let raw = UnsafeRawBufferPointer(start: UnsafeRawPointer(pointer).advanced(by: pathOffset), count: count)
-            if raw[0] == 0 {
-                return Endpoint(unixPath: "@" + String(decoding: raw.dropFirst(), as: UTF8.self))
-            }
-            let path = raw.prefix { $0 != 0 }
-            return Endpoint(unixPath: String(decoding: path, as: UTF8.self))
-        }
     }
 
     /// Where `sun_path` starts in a `sockaddr_un`.

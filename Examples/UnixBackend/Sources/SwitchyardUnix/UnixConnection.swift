@@ -3,9 +3,10 @@ import Switchyard
 import SwitchyardBackendKit
 
 /// A Unix-domain stream connection on a ``UnixEventLoop``. The ``Connection`` contract
-/// is kept by the toolkit: ``ConnectionStateMachine`` holds its rules and
-/// ``StreamConnection`` its front (hops, refusals, handler, read demand, the write path);
-/// this type does the system calls.
+/// is kept by the toolkit: ``ConnectionStateMachine`` holds its rules,
+/// ``StreamConnection`` its front (hops, refusals, handler, read demand, the write path)
+/// and ``DescriptorStreamConnection`` the socket I/O (send, gathered flush, reads, FIN);
+/// this type watches the descriptor and ends the connection.
 ///
 /// Reads go into the loop's buffer and reach the handler borrowed. A write goes to the
 /// kernel at once when nothing is queued; only what the kernel did not take is queued,
@@ -24,24 +25,24 @@ import SwitchyardBackendKit
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (the
 /// toolkit's front hops there first); other threads read the state machine's
 /// ``ConnectionRecord``.
-final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @unchecked Sendable {
+final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundResource, @unchecked Sendable {
     let loop: UnixEventLoop
     let localAddress: Endpoint
     let remoteAddress: Endpoint
     var backendName: String { UnixTransport.backendName }
 
     private let lifecycle: TransportLifecycle<UnixEventLoop>
-    private let fd: CInt
-    private var socket: UnixSocket?
+    let descriptor: CInt
+    private var socket: Socket?
     /// Loop-confined and touched on every write: no runtime exclusivity check.
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// The loop's watch and the events it waits for; nil while not in the epoll set.
     private var watch: (number: UInt64, events: UInt32)?
     /// Completions of writes a flush finished, run once the state settled (reused).
-    private var finished: [WriteCompletion] = []
+    var finishedWrites: [WriteCompletion] = []
 
-    init(socket: consuming UnixSocket, loop: UnixEventLoop, local: Endpoint, remote: Endpoint, lifecycle: TransportLifecycle<UnixEventLoop>) {
-        fd = socket.descriptor
+    init(socket: consuming Socket, loop: UnixEventLoop, local: Endpoint, remote: Endpoint, lifecycle: TransportLifecycle<UnixEventLoop>) {
+        descriptor = socket.descriptor
         self.socket = .some(socket)
         self.loop = loop
         self.localAddress = local
@@ -65,29 +66,8 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
         socket.take()?.close()
     }
 
-    // MARK: StreamConnection
-
-    func sendNow(_ header: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
-        var count = 0
-        if let header {
-            loop.writeVectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress), iov_len: header.count)
-            count = 1
-        }
-        if !body.isEmpty {
-            loop.writeVectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
-            count += 1
-        }
-        if count == 0 { return 0 }
-        do {
-            switch try Posix.sendGathered(fd, loop.writeVectors, count: count) {
-            case .done(let sent): return sent
-            case .wouldBlock: return 0
-            }
-        } catch {
-            terminate(ErrnoTable.error(error, while: "writing to \(remoteAddress)"), deferCallbacks: true)
-            return nil
-        }
-    }
+    // MARK: StreamConnection (sending and the output shutdown are the toolkit's:
+    // DescriptorStreamConnection)
 
     func writesQueued() {
         updateInterest()
@@ -95,13 +75,6 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
 
     func readInterestChanged() {
         updateInterest()
-    }
-
-    func shutDownOutputNow() {
-        let failure = shutDownWriteSide()
-        if case .some(.some(let completion)) = state.finishOutputShutdown(error: failure) {
-            loop.deferCompletion(completion, failure)
-        }
     }
 
     func reset() {
@@ -113,7 +86,7 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
     /// now, then the state machine's ending reports, at once or at the end of the turn.
     func terminate(_ error: TransportError?, deferCallbacks: Bool) {
         guard let ending = state.end(with: error) else { return }
-        if let watch { loop.unwatch(fd, watch: watch.number) }
+        if let watch { loop.unwatch(descriptor, watch: watch.number) }
         watch = nil
         socket.take()?.close()
         lifecycle.remove(self)
@@ -126,7 +99,7 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
         guard state.isOpen else { return }
         let trouble = Posix.Events.error | Posix.Events.hangup
         if events & (Posix.Events.output | trouble) != 0, !state.writes.isEmpty {
-            flush()
+            flushWrites()
             guard state.isOpen else { return }
         }
         if events & (Posix.Events.input | Posix.Events.readHangup | trouble) != 0, state.shouldRead {
@@ -134,100 +107,11 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
         }
     }
 
-    /// Reads until the kernel has nothing more, the handler stops reading, or 16 buffers
-    /// went by (other connections get their turn).
-    private func readAvailable() {
-        let buffer = loop.readBuffer
-        var rounds = 0
-        while state.shouldRead, rounds < 16 {
-            rounds += 1
-            do {
-                switch try Posix.receive(fd, into: buffer) {
-                case .wouldBlock:
-                    return
-                case .done(0):
-                    let handler = state.readDidEnd()
-                    updateInterest()
-                    handler?.connectionDidReadEnd()
-                    return
-                case .done(let count):
-                    state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                    if count < buffer.count { return }
-                }
-            } catch {
-                terminate(ErrnoTable.error(error, while: "reading from \(remoteAddress)"), deferCallbacks: false)
-                return
-            }
-        }
-    }
-
-    // MARK: writing
-
-    /// Sends the queue, gathered, until it is empty or the kernel takes no more.
-    private func flush() {
-        var shutdownDue = false
-        var failure: TransportError?
-        sending: while !state.writes.isEmpty {
-            var count = 0
-            var offered = 0
-            // Each array stays alive and unchanged in the queue until the send returns.
-            for entry in state.writes.entries.prefix(UnixEventLoop.writeVectorCount) where entry.remaining > 0 {
-                let base = entry.bytes.withUnsafeBytes { $0.baseAddress! } + entry.offset
-                loop.writeVectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: entry.remaining)
-                count += 1
-                offered += entry.remaining
-            }
-            var sent = 0
-            if count > 0 {
-                do {
-                    switch try Posix.sendGathered(fd, loop.writeVectors, count: count) {
-                    case .wouldBlock: break sending
-                    case .done(let n): sent = n
-                    }
-                } catch {
-                    failure = ErrnoTable.error(error, while: "writing to \(remoteAddress)")
-                    break sending
-                }
-            }
-            shutdownDue = state.writesTaken(sent, completed: &finished) || shutdownDue
-            if sent < offered { break }
-        }
-        // The writes the kernel took complete first, in order; then a failure ends the
-        // connection (the rest complete with its error), or a due FIN goes out.
-        let done = finished
-        finished.removeAll(keepingCapacity: true)
-        if let failure {
-            for completion in done { completion(nil) }
-            terminate(failure, deferCallbacks: false)
-            return
-        }
-        var shutdownFailure: TransportError?
-        var shutdownCompletion: WriteCompletion?? = nil
-        if shutdownDue {
-            shutdownFailure = shutDownWriteSide()
-            shutdownCompletion = state.finishOutputShutdown(error: shutdownFailure)
-        }
-        let drained = state.writes.isEmpty
-        updateInterest()
-        for completion in done { completion(nil) }
-        if case .some(.some(let completion)) = shutdownCompletion { completion(shutdownFailure) }
-        if drained, state.isOpen { state.handler?.connectionDidDrainWrites() }
-    }
-
-    private func shutDownWriteSide() -> TransportError? {
-        do {
-            try Posix.shutdown(fd, how: Posix.shutdownWrite)
-            return nil
-        } catch {
-            return ErrnoTable.error(error, while: "shutting down output to \(remoteAddress)")
-        }
-    }
-
     // MARK: interest
 
     /// Puts the descriptor in the epoll set for what the connection waits for, changes
     /// it, or takes it out when it waits for nothing.
-    private func updateInterest() {
+    func updateInterest() {
         guard state.isOpen else { return }
         var wanted: UInt32 = 0
         if state.shouldRead { wanted |= Posix.Events.input | Posix.Events.readHangup }
@@ -237,13 +121,13 @@ final class UnixConnection: StreamConnection, UnixWatcher, LoopBoundResource, @u
             case (nil, 0):
                 return
             case (let current?, 0):
-                loop.unwatch(fd, watch: current.number)
+                loop.unwatch(descriptor, watch: current.number)
                 watch = nil
             case (nil, _):
-                watch = (try loop.watch(fd, events: wanted, by: self), wanted)
+                watch = (try loop.watch(descriptor, events: wanted, by: self), wanted)
             case (let current?, _):
                 guard current.events != wanted else { return }
-                try loop.change(fd, watch: current.number, events: wanted)
+                try loop.change(descriptor, watch: current.number, events: wanted)
                 watch = (current.number, wanted)
             }
         } catch {

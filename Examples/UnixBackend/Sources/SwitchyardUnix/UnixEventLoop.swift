@@ -1,4 +1,3 @@
-import CSwitchyardUnix
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
@@ -20,12 +19,12 @@ protocol UnixWatcher: AnyObject {
 ///
 /// Safety of `@unchecked Sendable`: `watchers`, `nextWatch`, `running` and the buffers
 /// are touched only on the loop's thread; the task queue is locked, `threadID` atomic.
-final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
+final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked Sendable {
     private let epfd: CInt
     private let wakeFD: CInt
     private static let wakeData: UInt64 = 0
     private let tasks = LoopTaskQueue()
-    private let deferred = DeferredWork()
+    let deferred = DeferredWork()
     private let threadID = Atomic<UInt>(0)
     private let joined = Atomic<Bool>(false)
     private var thread: LoopThread?
@@ -41,15 +40,8 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
 
     init(name: String) throws(TransportError) {
         do {
-            epfd = try UnixSystem.epollCreate()
+            (epfd, wakeFD) = try epollCreateWithWakeup(wakeData: Self.wakeData)
         } catch {
-            throw ErrnoTable.error(error, while: "creating a unix event loop")
-        }
-        do {
-            wakeFD = try Posix.eventfdCreate()
-            try UnixSystem.epollAdd(epfd, wakeFD, events: Posix.Events.input, data: Self.wakeData)
-        } catch {
-            try? Posix.close(epfd)
             throw ErrnoTable.error(error, while: "creating a unix event loop")
         }
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
@@ -67,22 +59,7 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
     var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
-        switch tasks.submit(work, wakeNeeded: !inEventLoop) {
-        case .refused: return false
-        case .queued(let wake):
-            if wake { try? Posix.eventfdSignal(wakeFD) }
-            return true
-        }
-    }
-
-    func deferToEndOfTurn(_ work: @escaping () -> Void) {
-        assertInLoop()
-        deferred.append(work)
-    }
-
-    func deferCompletion(_ completion: @escaping WriteCompletion, _ result: TransportError?) {
-        assertInLoop()
-        deferred.append(completion, result)
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
     }
 
     func stopAndJoin() {
@@ -107,35 +84,33 @@ final class UnixEventLoop: BackendEventLoop, @unchecked Sendable {
     func watch(_ fd: CInt, events: UInt32, by watcher: any UnixWatcher) throws(SyscallError) -> UInt64 {
         assertInLoop()
         nextWatch += 1
-        try UnixSystem.epollAdd(epfd, fd, events: events, data: nextWatch)
+        try Posix.epollControl(epfd, Posix.epollAdd, fd, events: events, data: nextWatch)
         watchers[nextWatch] = watcher
         return nextWatch
     }
 
     /// Changes the events a watch waits for.
     func change(_ fd: CInt, watch: UInt64, events: UInt32) throws(SyscallError) {
-        try UnixSystem.epollModify(epfd, fd, events: events, data: watch)
+        try Posix.epollControl(epfd, Posix.epollModify, fd, events: events, data: watch)
     }
 
     /// Ends a watch. Call before closing `fd`.
     func unwatch(_ fd: CInt, watch: UInt64) {
         assertInLoop()
         watchers[watch] = nil
-        try? UnixSystem.epollDelete(epfd, fd)
+        try? Posix.epollControl(epfd, Posix.epollDelete, fd, events: 0, data: 0)
     }
 
     // MARK: the loop
 
     private func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
-        let capacity: CInt = 256
-        let ready = UnsafeMutablePointer<csu_ready>.allocate(capacity: Int(capacity))
-        defer { ready.deallocate() }
+        var ready = EpollReadyEvents(capacity: 256)
         while running {
             let timeout: CInt = tasks.mayHaveWork || !deferred.isEmpty ? 0 : -1
             let count: Int
             do {
-                count = try UnixSystem.epollWait(epfd, into: ready, capacity: capacity, timeoutMilliseconds: timeout)
+                count = try ready.wait(on: epfd, timeoutMilliseconds: timeout)
             } catch {
                 fatalError("epoll_wait failed on a unix event loop: \(error)")
             }

@@ -22,14 +22,14 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
     private let group: EventLoopGroup<UnixEventLoop>
     private let lifecycle: TransportLifecycle<UnixEventLoop>
     private let fd: CInt
-    private var socket: UnixSocket?
+    private var socket: Socket?
     /// The socket file and which file it is; nil for an abstract name.
     private let file: (path: String, identity: FileIdentity)?
     private var watch: UInt64?
     private let closing = Atomic<Bool>(false)
 
     init(
-        socket: consuming UnixSocket, address: UnixAddress, file: FileIdentity?, loop: UnixEventLoop,
+        socket: consuming Socket, address: UnixAddress, file: FileIdentity?, loop: UnixEventLoop,
         group: EventLoopGroup<UnixEventLoop>, lifecycle: TransportLifecycle<UnixEventLoop>
     ) {
         fd = socket.descriptor
@@ -73,25 +73,8 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
 
     func handleEvents(_ events: UInt32) {
         guard !closing.load(ordering: .acquiring), socket != nil else { return }
-        for _ in 0..<256 {
-            let accepted: (CInt, SocketAddress)
-            do {
-                switch try Posix.accept(fd) {
-                case .wouldBlock: return
-                case .done(let result): accepted = result
-                }
-            } catch {
-                switch error.errno {
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    pauseAccepting()
-                    return
-                case ECONNABORTED, EPROTO, EPERM:
-                    continue
-                default:
-                    return
-                }
-            }
-            hand(UnixSocket(owning: accepted.0), remote: UnixAddress.endpoint(of: accepted.1))
+        if case .outOfResources = acceptAvailable(on: fd, { socket, remote in hand(socket, remote: remote.endpoint) }) {
+            pauseAccepting()
         }
     }
 
@@ -111,7 +94,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
 
     /// Makes the accepted socket a connection on the next loop, joins it to the transport
     /// there, and hands it over.
-    private func hand(_ socket: consuming UnixSocket, remote: Endpoint) {
+    private func hand(_ socket: consuming Socket, remote: Endpoint) {
         let target = group.next()
         let connection = UnixConnection(socket: socket, loop: target, local: localAddress, remote: remote, lifecycle: lifecycle)
         let connections = self.connections

@@ -1,40 +1,13 @@
 // The system calls the unix backend makes beyond the toolkit's `Posix` wrappers, all in
 // this file, each through the toolkit's `syscall` helper (EINTR retried, would-block
 // returned as a value, errno read at once, a typed `SyscallError` thrown otherwise).
-// Socket, bind, listen, accept, connect, send, receive, shutdown and close are the
-// toolkit's (`Posix`).
+// Socket, bind, listen, accept, connect, send, receive, shutdown, close and epoll are
+// the toolkit's (`Posix`, `EpollReadyEvents`).
 
-import CSwitchyardUnix
 import Glibc
 import SwitchyardBackendKit
 
 enum UnixSystem {
-    // MARK: epoll
-
-    static func epollCreate() throws(SyscallError) -> CInt {
-        try syscallNonBlocking("epoll_create1") { csu_epoll_create() }
-    }
-
-    static func epollAdd(_ epfd: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
-        _ = try syscallNonBlocking("epoll_ctl") { csu_epoll_add(epfd, fd, events, data) }
-    }
-
-    static func epollModify(_ epfd: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
-        _ = try syscallNonBlocking("epoll_ctl") { csu_epoll_modify(epfd, fd, events, data) }
-    }
-
-    static func epollDelete(_ epfd: CInt, _ fd: CInt) throws(SyscallError) {
-        _ = try syscallNonBlocking("epoll_ctl") { csu_epoll_delete(epfd, fd) }
-    }
-
-    /// Waits for ready descriptors; an interrupted wait returns none (the caller loops).
-    static func epollWait(_ epfd: CInt, into ready: UnsafeMutablePointer<csu_ready>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
-        switch try syscall("epoll_wait", onInterrupt: .wouldBlock, { csu_epoll_wait(epfd, ready, capacity, timeoutMilliseconds) }) {
-        case .done(let count): return Int(count)
-        case .wouldBlock: return 0
-        }
-    }
-
     // MARK: names in the file system and the abstract namespace
 
     /// Binds `fd` to a name the kernel picks in the abstract namespace (Linux's autobind:

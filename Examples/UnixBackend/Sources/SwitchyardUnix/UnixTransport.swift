@@ -83,7 +83,7 @@ public final class UnixTransport: Transport {
         let local: Endpoint
         do {
             try await connect(socket.descriptor, to: address, timeout: options.timeout)
-            local = UnixAddress.endpoint(of: try Posix.localAddress(socket.descriptor))
+            local = try Posix.localAddress(socket.descriptor).endpoint
         } catch {
             socket.close()
             if let failure = error as? SyscallError {
@@ -138,10 +138,10 @@ public final class UnixTransport: Transport {
 
     /// A new nonblocking stream socket; a client one is bound to a name of its own
     /// (autobind).
-    private static func openSocket(for endpoint: Endpoint, connecting: Bool) throws(TransportError) -> UnixSocket {
-        let socket: UnixSocket
+    private static func openSocket(for endpoint: Endpoint, connecting: Bool) throws(TransportError) -> Socket {
+        let socket: Socket
         do {
-            socket = UnixSocket(owning: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
+            socket = Socket(takingOwnershipOf: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
         } catch {
             throw ErrnoTable.error(error, while: "opening a socket for \(endpoint)")
         }
@@ -210,7 +210,7 @@ public final class UnixTransport: Transport {
     private static func isStaleSocket(at path: String, address: UnixAddress) throws(SyscallError) -> Bool {
         guard let identity = try UnixSystem.fileIdentity(at: path) else { return true }
         guard identity.isSocket else { return false }
-        let probe = UnixSocket(owning: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
+        let probe = Socket(takingOwnershipOf: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
         let refused: Bool
         do throws(SyscallError) {
             // Connected, or EAGAIN (a full backlog): someone listens.

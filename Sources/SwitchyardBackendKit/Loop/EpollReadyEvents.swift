@@ -1,0 +1,40 @@
+internal import CSwitchyardPosix
+
+/// The ready list of an epoll loop, Swift-typed: a buffer allocated once per loop that
+/// ``wait(on:timeoutMilliseconds:)`` fills, each entry the event bits (``Posix/Events``)
+/// and the data word given to ``Posix/epollControl(_:_:_:events:data:)``. A backend
+/// writes its own loop around it without declaring the C `epoll_event`.
+///
+/// ```swift
+/// var ready = EpollReadyEvents(capacity: 256)
+/// let count = try ready.wait(on: epfd, timeoutMilliseconds: -1)
+/// for index in 0..<count { dispatch(ready[index].data, ready[index].events) }
+/// ```
+public struct EpollReadyEvents: ~Copyable {
+    private let buffer: UnsafeMutablePointer<epoll_event>
+    /// The most events one wait returns.
+    public let capacity: Int
+
+    public init(capacity: Int) {
+        precondition(capacity > 0 && capacity <= Int(CInt.max), "an epoll ready list holds 1 or more events")
+        self.capacity = capacity
+        buffer = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        buffer.deallocate()
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: until an event) for ready descriptors of
+    /// the epoll instance `epfd`; returns how many entries are filled. An interrupted
+    /// wait returns 0, so the caller recomputes its timeout.
+    public mutating func wait(on epfd: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
+        try Posix.epollWait(epfd, buffer, capacity: CInt(capacity), timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// The entry at `index` (below the count the last wait returned).
+    public subscript(index: Int) -> (events: UInt32, data: UInt64) {
+        let event = buffer[index]
+        return (event.events, event.data.u64)
+    }
+}
