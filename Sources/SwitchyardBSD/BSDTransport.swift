@@ -1,5 +1,5 @@
 public import Switchyard
-import SwitchyardBackendKit
+public import SwitchyardBackendKit
 import CSwitchyardPosix
 import Synchronization
 
@@ -16,7 +16,7 @@ import Synchronization
 /// let transport = try BSDTransport()
 /// let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
 /// ```
-public final class BSDTransport: Transport {
+public final class BSDTransport: LifecycleTransport {
     /// The registry entry for this backend.
     public static let backend = TransportBackend(
         name: "bsd", summary: "BSD sockets on epoll event loops", usesSockets: true,
@@ -120,13 +120,8 @@ public final class BSDTransport: Transport {
         return listener
     }
 
-    public func shutdown(gracePeriod: Duration) async {
-        await lifecycle.shutdown(gracePeriod: gracePeriod)
-    }
-
-    public func shutdownNow() async {
-        await lifecycle.shutdownNow()
-    }
+    /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``.
+    public var shutdownSequence: any TransportShutdownSequence { lifecycle }
 
     deinit {
         // Dropped without a shutdown: end everything the same way, synchronously.

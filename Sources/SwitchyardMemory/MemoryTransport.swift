@@ -1,5 +1,5 @@
 public import Switchyard
-import SwitchyardBackendKit
+public import SwitchyardBackendKit
 
 /// The in-memory backend: connections are pairs of in-process endpoints, no sockets.
 ///
@@ -54,7 +54,7 @@ import SwitchyardBackendKit
 /// | connection: the transport shut down | `cancelled` | `shutdown` |
 /// | write or shutdownOutput after `close()`/`reset()` | `cancelled` | `closed` |
 /// | write or second shutdownOutput after `shutdownOutput` | `failedPrecondition` | `output shut down` |
-public final class MemoryTransport: Transport {
+public final class MemoryTransport: LifecycleTransport {
     /// The name the backend registers under.
     public static let backendName = "memory"
 
@@ -136,13 +136,8 @@ public final class MemoryTransport: Transport {
         return listener
     }
 
-    public func shutdown(gracePeriod: Duration) async {
-        await lifecycle.shutdown(gracePeriod: gracePeriod)
-    }
-
-    public func shutdownNow() async {
-        await lifecycle.shutdownNow()
-    }
+    /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``.
+    public var shutdownSequence: any TransportShutdownSequence { lifecycle }
 
     deinit {
         // Dropped without a shutdown: end everything the same way, synchronously.

@@ -2,7 +2,7 @@ import CLibUV
 import CSwitchyardPosix
 import Glibc
 public import Switchyard
-import SwitchyardBackendKit
+public import SwitchyardBackendKit
 import Synchronization
 
 /// The libuv backend (`"libuv"`): `uv_tcp` connections and listeners on libuv loops, one
@@ -25,7 +25,7 @@ import Synchronization
 ///
 /// After shutdown, ``loopCloseResults`` holds what `uv_loop_close` returned for each
 /// loop: all 0 when every handle was closed.
-public final class UVTransport: Transport {
+public final class UVTransport: LifecycleTransport {
     /// The registry entry for this backend. Making it also sets up libuv's process-wide
     /// state (see `UVProcess`), so that a leak check that counts descriptors around a
     /// first transport does not count libuv's own.
@@ -169,13 +169,8 @@ public final class UVTransport: Transport {
         }
     }
 
-    public func shutdown(gracePeriod: Duration) async {
-        await lifecycle.shutdown(gracePeriod: gracePeriod)
-    }
-
-    public func shutdownNow() async {
-        await lifecycle.shutdownNow()
-    }
+    /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``.
+    public var shutdownSequence: any TransportShutdownSequence { lifecycle }
 
     deinit {
         // Dropped without a shutdown: end everything the same way, synchronously.

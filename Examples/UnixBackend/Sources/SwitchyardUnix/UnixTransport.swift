@@ -1,6 +1,6 @@
 import Glibc
 public import Switchyard
-import SwitchyardBackendKit
+public import SwitchyardBackendKit
 import Synchronization
 
 /// The Unix-domain socket backend (`"unix"`): stream sockets for links between processes
@@ -31,7 +31,7 @@ import Synchronization
 ///
 /// The errors at connect and listen are in ``UnixErrors``; on an open connection they
 /// are the toolkit's ``ErrnoTable``.
-public final class UnixTransport: Transport {
+public final class UnixTransport: LifecycleTransport {
     /// The name the backend is registered under.
     public static let backendName = "unix"
 
@@ -225,13 +225,8 @@ public final class UnixTransport: Transport {
 
     // MARK: shutdown
 
-    public func shutdown(gracePeriod: Duration) async {
-        await lifecycle.shutdown(gracePeriod: gracePeriod)
-    }
-
-    public func shutdownNow() async {
-        await lifecycle.shutdownNow()
-    }
+    /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``.
+    public var shutdownSequence: any TransportShutdownSequence { lifecycle }
 
     deinit {
         // Dropped without a shutdown: end everything the same way, synchronously.
