@@ -31,8 +31,10 @@ public import Switchyard
 /// - **After the loops stopped**, the ``ConnectionRecord`` (shared with other threads)
 ///   answers calls that can no longer hop to the loop.
 ///
-/// Touched only on the connection's loop. Tested without I/O.
-public struct ConnectionStateMachine {
+/// Touched only on the connection's loop, except its ``record``, which other threads read
+/// in place (noncopyable, so the machine is never copied from under them). Tested
+/// without I/O.
+public struct ConnectionStateMachine: ~Copyable {
     /// The output side.
     public enum Output {
         case open
@@ -65,8 +67,8 @@ public struct ConnectionStateMachine {
         case afterPendingWrites
     }
 
-    /// Off-loop view of this connection, shared with other threads.
-    public let record: ConnectionRecord
+    /// Off-loop view of this connection, shared with other threads; stored inline.
+    public let record = ConnectionRecord()
     /// The writes not yet taken.
     public private(set) var writes = PendingWrites()
     /// The handler, while the connection is open.
@@ -81,9 +83,7 @@ public struct ConnectionStateMachine {
     /// Whether a handler heard the end.
     private var endReported = false
 
-    public init(record: ConnectionRecord = ConnectionRecord()) {
-        self.record = record
-    }
+    public init() {}
 
     @inlinable public var isOpen: Bool { end == nil }
 
