@@ -142,11 +142,10 @@ struct ConnectionStateMachineTests {
     @Test("After the loops stopped, a late write completes on the caller's thread with the recorded end")
     func lateWrites() {
         let log = Log()
-        let record = ConnectionRecord()
-        record.completeLateWrite(log.completion("never reached its loop"))
-        var machine = ConnectionStateMachine(record: record)
+        var machine = ConnectionStateMachine()
+        machine.record.completeLateWrite(log.completion("never reached its loop"))
         _ = machine.end(with: .transportShutdown())
-        record.completeLateWrite(log.completion("after shutdown"))
+        machine.record.completeLateWrite(log.completion("after shutdown"))
         #expect(log.all == ["never reached its loop: cancelled (shutdown)", "after shutdown: cancelled (shutdown)"])
     }
 
@@ -161,7 +160,8 @@ struct ConnectionStateMachineTests {
         let dueAfterTwo = machine.writesTaken(1, completed: &completed)
         #expect(!dueAfterOne)
         #expect(dueAfterTwo)
-        #expect(machine.isShuttingDownOutput)
+        let shuttingDown = machine.isShuttingDownOutput
+        #expect(shuttingDown)
         guard case .some(.some(let completion)) = machine.finishOutputShutdown(error: nil) else {
             Issue.record("the shutdown's completion must be handed back once")
             return
@@ -182,11 +182,13 @@ struct ConnectionStateMachineTests {
         #expect(first)
         let twice = machine.startReading()
         #expect(!twice)
-        #expect(machine.shouldRead)
+        let reading = machine.shouldRead
+        #expect(reading)
         machine.readDidEnd()?.connectionDidReadEnd()
         let secondEnd = machine.readDidEnd()
         #expect(secondEnd == nil)
-        #expect(!machine.shouldRead)
+        let readingAfterEnd = machine.shouldRead
+        #expect(!readingAfterEnd)
         _ = machine.end(with: nil)
         let stopped = machine.stopReading()
         #expect(!stopped)

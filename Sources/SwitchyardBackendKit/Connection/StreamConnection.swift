@@ -28,7 +28,8 @@ public protocol StreamConnection: Connection {
     associatedtype Loop: BackendEventLoop
     /// The loop the connection lives on.
     var loop: Loop { get }
-    /// The contract's state. Touched only on ``loop``.
+    /// The contract's state. Touched only on ``loop``, except its
+    /// ``ConnectionStateMachine/record``, which other threads read in place.
     var state: ConnectionStateMachine { get set }
 
     /// Hands `header` (if any) and then `body` to the network now, gathered, without
