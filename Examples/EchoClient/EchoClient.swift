@@ -47,7 +47,7 @@ struct EchoClient: AsyncParsableCommand {
     @Option(
         name: .customLong("backend-library"),
         help: ArgumentHelp(
-            "A backend library to load (a shared library exporting switchyard_backend_entry); its backend can then be chosen with --backend. Repeatable. The lib*.so files in the folders of $\(Backends.searchPathVariable) (colon-separated) are loaded too.",
+            Backends.libraryOptionHelp,
             valueName: "path"))
     var backendLibraries: [String] = []
 

@@ -46,7 +46,7 @@ struct EchoServer: AsyncParsableCommand {
     @Option(
         name: .customLong("backend-library"),
         help: ArgumentHelp(
-            "A backend library to load (a shared library exporting switchyard_backend_entry); its backend can then be chosen with --backend. Repeatable. The lib*.so files in the folders of $\(Backends.searchPathVariable) (colon-separated) are loaded too.",
+            Backends.libraryOptionHelp,
             valueName: "path"))
     var backendLibraries: [String] = []
 

@@ -49,6 +49,11 @@ public enum Backends {
     /// The environment variable that lists folders of backend libraries, colon-separated.
     public static let searchPathVariable = LoadableBackend.searchPathVariable
 
+    /// The help text of a tool's `--backend-library PATH` option, one wording for every
+    /// tool that takes it (pass the paths to ``loadLibraries(_:searchPath:into:)``).
+    public static let libraryOptionHelp =
+        "A backend library to load (a shared library exporting switchyard_backend_entry); its backend can then be chosen with --backend. Repeatable. The lib*.so files in the folders of $\(searchPathVariable) (colon-separated) are loaded too."
+
     /// Loads the backend library at `path` and registers its backend in `registry`.
     /// - Returns: the loaded backend, under the name the library gave it.
     /// - Throws: a ``TransportError`` naming the file: what `LoadableBackend.load(path:)`

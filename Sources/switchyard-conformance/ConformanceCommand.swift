@@ -57,7 +57,7 @@ struct ConformanceCommand: ParsableCommand {
     var verbose = false
 
     @Option(name: .customLong("backend-library"), help: ArgumentHelp(
-        "A backend built as a shared library to load and run (repeatable); libraries in the folders of $\(Backends.searchPathVariable) are loaded too. Its backend is then one of the registered backends.",
+        Backends.libraryOptionHelp,
         valueName: "path"))
     var backendLibraries: [String] = []
 
