@@ -101,10 +101,10 @@ struct HTTPHeadResponseParser: Sendable {
     mutating func append(_ bytes: some Sequence<UInt8>) -> Outcome {
         guard case .needMore = outcome else { return outcome }
         for byte in bytes {
-            consumed += 1
-            if consumed > maximumHeadSize {
+            if consumed == maximumHeadSize {
                 return fail("the response head is longer than \(maximumHeadSize) bytes")
             }
+            consumed += 1
             if byte == 0x0A {  // LF ends a line; a CR before it is dropped
                 if line.last == 0x0D { line.removeLast() }
                 let result = takeLine()
