@@ -29,7 +29,8 @@ import Synchronization
 ///   - `checking` when a probe starts;
 ///   - then the probe's answer: `reachable` (with the probe's latency), `portal`, or
 ///     `unreachable` (with a ``ReachabilityFailure``).
-///   Before ``start()`` and until the first probe starts, ``current`` is `checking`.
+///   Before ``start()``, ``current`` is `none` if the monitor's category was `none`
+///   when this was made, else `checking`.
 /// - **When a probe runs**: at ``start()``; on every change the monitor reports (a
 ///   category change, or a change of path within one), unless the category is `none`;
 ///   on ``check()``; and while unreachable or behind a portal, again after each wait of
@@ -98,6 +99,7 @@ public final class SiteReachability: Sendable {
         self.configuration = configuration
         self.monitor = monitor
         self.transport = transport
+        if monitor.current.category == .none { state.withLock { $0.current = .none } }
     }
 
     /// Whether an interface carries a default route, from the monitor, at once.
