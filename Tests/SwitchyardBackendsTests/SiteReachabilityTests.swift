@@ -252,6 +252,30 @@ struct SiteReachabilityTests {
         }
     }
 
+    @Test("A category change during a probe restarts it; the old probe's answer is never reported", arguments: backends)
+    func restartDuringProbe(backend: String) async throws {
+        try await Self.withFixture(backend, "restartDuringProbe") { fixture in
+            let server = try await fixture.network.startServer(port: 8082, mode: "silent")
+            defer { server.stop() }
+            let timeout = Duration.milliseconds(1500)
+            let reachability = try Self.reachability(fixture, url: fixture.url(8082), timeout: timeout)
+            let log = StateLog(reachability)
+            reachability.start()
+            try await server.waitForLine("accepted")
+            try await Task.sleep(for: .milliseconds(500))
+            let changed = ContinuousClock.now
+            fixture.monitor.report(ConnectivityPath(category: .cellular, interface: "wwan0"))
+            let unreachable = try await log.wait { $0.failure != nil }
+            await reachability.stop()
+            #expect(unreachable.state.isUnreachable(.timeout), "\(unreachable.state)")
+            // The answer is the new probe's: a whole timeout after the change.
+            let elapsed = unreachable.at - changed
+            #expect(elapsed >= timeout - .milliseconds(20) && elapsed < timeout + .milliseconds(500), "after \(elapsed)")
+            #expect(log.states.count == 2, "\(log.states)")
+            #expect(server.lines.filter { $0 == "accepted" }.count == 2, "\(server.lines)")
+        }
+    }
+
     @Test("stop() during a probe returns at once and finishes the updates", arguments: backends)
     func stopDuringProbe(backend: String) async throws {
         try await Self.withFixture(backend, "stopDuringProbe") { fixture in
