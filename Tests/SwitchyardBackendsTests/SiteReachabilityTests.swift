@@ -69,6 +69,7 @@ struct SiteReachabilityTests {
         }
         let network = try ReachabilityNetwork.make()
         defer { network.remove() }
+        let socketsBefore = Self.sockets()
         let transport = try await network.makeTransport(backend)
         let fixture = Fixture(network: network, transport: transport, monitor: ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi, interface: "wlan0")))
         do {
@@ -78,6 +79,24 @@ struct SiteReachabilityTests {
             throw error
         }
         await transport.shutdownNow()
+        // Every probe's connection is closed: no socket is left once the transport stopped.
+        // (One from before may have closed meanwhile: Foundation's Process keeps one for a
+        // moment after a child ends.)
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !Self.sockets().isSubset(of: socketsBefore), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(Self.sockets().isSubset(of: socketsBefore), "sockets left open: \(Self.sockets().subtracting(socketsBefore))")
+    }
+
+    /// This process's socket descriptors.
+    static func sockets() -> Set<String> {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(entries.compactMap { entry in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
+                  target.hasPrefix("socket:") else { return nil }
+            return "\(entry) \(target)"
+        })
     }
 
     static func reachability(_ fixture: Fixture, url: String, timeout: Duration = .seconds(2), backoff: SiteReachabilityConfiguration.Backoff = .init(initial: .seconds(60))) throws -> SiteReachability {
