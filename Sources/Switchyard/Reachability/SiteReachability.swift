@@ -78,6 +78,9 @@ public final class SiteReachability: Sendable {
         var nextSubscriber: UInt64 = 0
         /// A probe was asked for while the driver was busy.
         var triggered = false
+        /// The driver took a trigger and has not ended its probe yet (the probe may not
+        /// have started): a ``check()`` now is coalesced into it.
+        var probing = false
         /// The driver, waiting for a trigger.
         var waiter: CheckedContinuation<Bool, Never>?
         /// The probe running now.
@@ -190,11 +193,12 @@ public final class SiteReachability: Sendable {
             state.timer = nil
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.probing = true
                 return waiter
             }
-            if let probe = state.probe {
-                guard restart else { return nil }  // coalesced into the running probe
-                probe.cancel()
+            if state.probing {
+                guard restart else { return nil }  // coalesced into the probe under way
+                state.probe?.cancel()
             }
             state.triggered = true
             return nil
@@ -209,6 +213,7 @@ public final class SiteReachability: Sendable {
                 if state.lifecycle == .stopped { return false }
                 if state.triggered {
                     state.triggered = false
+                    state.probing = true
                     return true
                 }
                 state.waiter = continuation
@@ -222,22 +227,33 @@ public final class SiteReachability: Sendable {
         var attempt = 0
         while await nextTrigger() {
             if monitor.current.category == .none {
+                state.withLock { $0.probing = false }
                 attempt = 0
                 publish(.none)
                 continue
             }
             publish(.checking)
-            let started: Task<ReachabilityState?, Never>? = state.withLock { state in
-                guard state.lifecycle == .running else { return nil }
+            enum Start { case stopped, superseded, started(Task<ReachabilityState?, Never>) }
+            let start: Start = state.withLock { state in
+                guard state.lifecycle == .running else { return .stopped }
+                if state.triggered {
+                    // A change came before the probe started: probe the new path instead.
+                    state.probing = false
+                    return .superseded
+                }
                 let probe = Task { await self.probe() }
                 state.probe = probe
-                return probe
+                return .started(probe)
             }
-            guard let started else { break }
+            guard case .started(let started) = start else {
+                if case .stopped = start { break }
+                continue
+            }
             let answer = await started.value
             // A restart (or stop) during the probe cancelled it: its answer is not reported.
             let superseded = state.withLock { state in
                 state.probe = nil
+                state.probing = false
                 return state.triggered || state.lifecycle != .running
             }
             guard !superseded, let answer else { continue }
