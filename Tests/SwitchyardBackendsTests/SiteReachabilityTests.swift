@@ -255,7 +255,7 @@ struct SiteReachabilityTests {
             }
             let unreachable = try await log.wait(after: checking.index) { $0.failure != nil }
             let elapsed = unreachable.at - checking.at
-            #expect(elapsed < timeout + .milliseconds(300), "after \(elapsed)")
+            #expect(elapsed < timeout + .milliseconds(500), "after \(elapsed)")
             switch mode {
             case "garbage", "endless":
                 #expect(unreachable.state.isUnreachable(.malformedResponse), "\(unreachable.state)")

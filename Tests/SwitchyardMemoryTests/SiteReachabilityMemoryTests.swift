@@ -116,8 +116,36 @@ struct SiteReachabilityMemoryTests {
         let gaps = zip(unreachable, checking).map { $1 - $0 }
         let expected: [Duration] = [.milliseconds(100), .milliseconds(200), .milliseconds(300), .milliseconds(300)]
         for (gap, wait) in zip(gaps, expected) {
-            #expect(gap >= wait - .milliseconds(2) && gap < wait + .milliseconds(100), "gaps \(gaps), expected \(expected)")
+            #expect(gap >= wait - .milliseconds(2) && gap < wait + .milliseconds(250), "gaps \(gaps), expected \(expected)")
         }
+        await transport.shutdownNow()
+    }
+
+    @Test("A change the monitor reports probes at once and starts the backoff over")
+    func changeResetsBackoff() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
+        let monitor = ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi))
+        let reachability = try SiteReachability(
+            configuration: SiteReachabilityConfiguration(
+                url: "http://127.0.0.1:9/", backoff: .init(initial: .milliseconds(100), factor: 10, maximum: .seconds(60))),
+            monitor: monitor, transport: transport)
+        let log = Log(reachability)
+        reachability.start()
+        // Two refusals: the next wait would be 1 s.
+        try await log.wait(count: 4)
+        let changed = ContinuousClock.now
+        monitor.report(ConnectivityPath(category: .cellular))
+        try await log.wait(count: 8)
+        await reachability.stop()
+        let all = log.all
+        #expect(all.map(\.state.description) == [
+            "checking", "unreachable (refused)", "checking", "unreachable (refused)",
+            "checking", "unreachable (refused)", "checking", "unreachable (refused)",
+        ])
+        // The change probed at once, and the wait after it was the initial 100 ms again.
+        #expect(all[4].at - changed < .milliseconds(100), "\(all[4].at - changed)")
+        let wait = all[6].at - all[5].at
+        #expect(wait >= .milliseconds(98) && wait < .milliseconds(400), "\(wait)")
         await transport.shutdownNow()
     }
 

@@ -20,8 +20,9 @@ import Synchronization
 ///
 /// - **Lifetime.** ``start()`` begins (once; later calls do nothing); ``stop()`` ends it:
 ///   a running probe is cancelled and its connection closed, every ``updates`` sequence
-///   finishes, and nothing runs after it returns. A started instance lives until
-///   ``stop()``: call it. The transport is the caller's, never shut down here.
+///   finishes, and nothing runs after it returns (but a name lookup that has not
+///   returned, whose connection, if any, is closed at once). A started instance lives
+///   until ``stop()``: call it. The transport is the caller's, never shut down here.
 /// - **States** (``ReachabilityState``), reported in ``current`` and to every
 ///   ``updates`` sequence, each only when it differs from the one before:
 ///   - `none` while the monitor's category is ``ConnectivityCategory/none``; no probe
@@ -35,8 +36,8 @@ import Synchronization
 ///   category change, or a change of path within one), unless the category is `none`;
 ///   on ``check()``; and while unreachable or behind a portal, again after each wait of
 ///   the ``SiteReachabilityConfiguration/backoff`` (initial, times the factor each
-///   time, at most the maximum; an answer of `reachable`, a `none`, or any other
-///   trigger starts the waits over).
+///   time, at most the maximum; a `reachable` answer, a `none`, or a change the monitor
+///   reports starts the waits over from the initial one; a ``check()`` does not).
 /// - **One probe at a time.** A ``check()`` (or a backoff wait that ends) while a probe
 ///   runs is *coalesced*: the running probe's answer is the answer. A change the
 ///   monitor reports while a probe runs *restarts* it: the running probe is cancelled
@@ -78,6 +79,9 @@ public final class SiteReachability: Sendable {
         var nextSubscriber: UInt64 = 0
         /// A probe was asked for while the driver was busy.
         var triggered = false
+        /// The monitor reported a change since the driver last looked: the backoff
+        /// starts over.
+        var pathChanged = false
         /// The driver took a trigger and has not ended its probe yet (the probe may not
         /// have started): a ``check()`` now is coalesced into it.
         var probing = false
@@ -189,6 +193,7 @@ public final class SiteReachability: Sendable {
     private func trigger(restart: Bool) {
         let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             guard state.lifecycle == .running else { return nil }
+            if restart { state.pathChanged = true }
             state.timer?.cancel()
             state.timer = nil
             if let waiter = state.waiter {
@@ -226,6 +231,9 @@ public final class SiteReachability: Sendable {
     private func drive() async {
         var attempt = 0
         while await nextTrigger() {
+            if state.withLock({ state in defer { state.pathChanged = false }; return state.pathChanged }) {
+                attempt = 0
+            }
             if monitor.current.category == .none {
                 state.withLock { $0.probing = false }
                 attempt = 0
