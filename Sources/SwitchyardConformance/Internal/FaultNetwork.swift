@@ -59,6 +59,12 @@ final class FaultNetwork: Sendable {
         }
 
         var description: String { "\(link) (\(clientAddress))" }
+
+        /// The path a netlink monitor in the client's namespace reports while the default
+        /// route is on this link (its IPv6 link-local address is not listed).
+        func monitoredPath(_ category: ConnectivityCategory) -> ConnectivityPath {
+            ConnectivityPath(category: category, interface: link, addresses: [clientAddress])
+        }
     }
 
     let clientNamespace: String
