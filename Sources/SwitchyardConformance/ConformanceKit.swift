@@ -131,6 +131,8 @@ public enum ConformanceKit {
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
         .callHandlerNotReentered,              // 37
+        .pathChangeEndsCalls,                  // 38
+        .addressRemovalEndsCalls,              // 39
     ]
 
     /// The scenario named `name`, if any.

@@ -245,9 +245,12 @@ extension ConformanceContext {
     /// layout, transports of this pair on both sides of it, and a netlink monitor made on
     /// a thread inside the client's namespace, whose path must start as wifi over the
     /// `wlan0-…` link. Skips as ``withFaultNetwork(_:_:)`` does. The monitor is closed
-    /// afterwards, also when `body` fails.
-    func withMonitoredNetwork(_ body: @escaping @Sendable (MonitoredRig) async throws -> Void) async throws {
-        try await withFaultNetwork(.wifiAndCellular) { rig in
+    /// afterwards, also when `body` fails. (With the ``FaultNetwork/Layout/twoWifi``
+    /// layout, the rig's `cellular` path is the `wlan1-…` link.)
+    func withMonitoredNetwork(
+        _ layout: FaultNetwork.Layout = .wifiAndCellular, _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
+    ) async throws {
+        try await withFaultNetwork(layout) { rig in
             let network = rig.network
             let monitor: NetlinkConnectivityMonitor
             do {
@@ -267,7 +270,7 @@ extension ConformanceContext {
 }
 
 /// A duration in milliseconds with one decimal (sub-millisecond times), for the logs.
-private func fineMilliseconds(_ duration: Duration) -> String {
+func fineMilliseconds(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
     let tenths = seconds * 10_000 + attoseconds / 100_000_000_000_000
     return "\(tenths / 10).\(tenths % 10) ms"
