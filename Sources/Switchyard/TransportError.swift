@@ -116,6 +116,12 @@ extension TransportError {
         public static let stalled = Reason("stalled")
         /// The connectivity category changed under the connection.
         public static let connectivityChanged = Reason("connectivity changed")
+        /// The network path under the connection changed within one category: the
+        /// default route moved to another interface, or the local address the connection
+        /// uses went away (Wi-Fi that moved to another hotspot). The old socket would
+        /// stall without an error, so a ``Channel`` ends its calls on the old path at once
+        /// (see ``PathChange``).
+        public static let pathChanged = Reason("path changed")
         /// No interface carries a default route (the category is `none`).
         public static let noConnectivity = Reason("no connectivity")
         /// The descriptor under the connection was reclaimed or broken (EBADF, ENOTSOCK,

@@ -87,7 +87,9 @@ import SwitchyardBackendKit
 ///   awaiting a reply, with a real link taken down and a black hole, in network
 ///   namespaces; 32: an injected reset), and J1, J3, J5 with real links and the
 ///   rtnetlink monitor (33: a switch from a `wlan0` to a `wwan0` link; 34: no link at
-///   all, then one back; 35: a flapping link), also in namespaces: these need root and
+///   all, then one back; 35: a flapping link; 38: a path change within `wifi`, from a
+///   `wlan0` to a `wlan1` link; 39: the address in use removed from the link), also in
+///   namespaces: these need root and
 ///   skip with one line without it, and skip the in-memory backend. Idle timeouts and
 ///   keepalive as such come with their issues.
 /// - K: TLS, UDP and traffic shaping are out of scope.
@@ -131,6 +133,8 @@ public enum ConformanceKit {
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
         .callHandlerNotReentered,              // 37
+        .pathChangeEndsCalls,                  // 38
+        .addressRemovalEndsCalls,              // 39
     ]
 
     /// The scenario named `name`, if any.

@@ -10,7 +10,10 @@ import Synchronization
 /// A channel follows its ``ConnectivityMonitor`` (behaviour 2 of the design): when the
 /// category changes, every open call ends with `unavailable`, reason `connectivity
 /// changed`, and its connection is reset; the next call connects afresh over the new
-/// path. While the category is ``ConnectivityCategory/none`` a new call fails at once
+/// path. A path change within one category (the default route on another interface, or
+/// an address of the path gone: ``PathChange`` has the rule) ends the calls on the old
+/// path the same way, reason `path changed`, as soon as the monitor reports it.
+/// While the category is ``ConnectivityCategory/none`` a new call fails at once
 /// with `unavailable`, reason `no connectivity`. When one call's connection breaks
 /// (it ends `unavailable` without a status), the network under the channel is suspect
 /// and its other open calls end the same way.
@@ -37,17 +40,16 @@ public final class Channel: Sendable {
             return
         }
         let calls = self.calls
-        let last = Mutex(monitor.current.category)
+        let last = Mutex(monitor.current)
         observation = monitor.observe { path in
-            let changed = last.withLock { last in
-                defer { last = path.category }
-                return last != path.category
+            let change = last.withLock { last in
+                defer { last = path }
+                return PathChange(from: last, to: path)
             }
-            guard changed else { return }
-            let error = TransportError(
-                code: .unavailable, reason: .connectivityChanged,
-                message: "the network changed to \(path) under the call")
-            for call in calls.all { call.terminate(with: error) }
+            guard let error = change.error else { return }
+            for call in calls.all where change.ends(connectionFrom: call.connection.localAddress) {
+                call.terminate(with: error)
+            }
         }
     }
 
