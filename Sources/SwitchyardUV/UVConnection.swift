@@ -1,4 +1,5 @@
 import CLibUV
+import Glibc
 import Switchyard
 import SwitchyardBackendKit
 
@@ -10,8 +11,13 @@ import SwitchyardBackendKit
 /// ``stopReading()``. The alloc callback hands libuv the loop's one read buffer, and the
 /// bytes go to the handler borrowed, so a read allocates nothing.
 ///
-/// **Writes.** With nothing queued, a write goes out at once with `uv_try_write`, and only
-/// the tail the kernel did not take is copied and queued. Queued writes go to libuv as
+/// **Writes.** With nothing queued, a write goes out at once with `send`/`sendmsg` on the
+/// handle's descriptor (`MSG_NOSIGNAL | MSG_DONTWAIT`; the toolkit's ``Posix`` calls), and
+/// only the tail the kernel did not take is copied and queued. It is what `uv_try_write`
+/// would do (libuv's queue is empty whenever ours is) at the same cost, one system call,
+/// except that `uv_try_write` uses `write`/`writev`, which succeed on `/dev/null`, a file
+/// or a pipe put in the socket's place: `send` fails there with `ENOTSOCK`, so a write is
+/// never reported sent into a reclaimed descriptor. Queued writes go to libuv as
 /// one gathered `uv_write` (up to 64 buffers) on the connection's one reusable request;
 /// they complete in its write callback, in order, and the next batch starts there. So at
 /// most one request is in flight, and libuv's own queue never holds more than it.
@@ -22,6 +28,13 @@ import SwitchyardBackendKit
 /// **Half-close** is `uv_shutdown`, issued once every queued write is in the kernel; its
 /// callback completes ``shutdownOutput(completion:)``. **Close** is `uv_close`, **reset**
 /// `uv_tcp_close_reset` (linger 0); both close the descriptor at once.
+///
+/// **Reclaimed descriptors** (see ``SocketIdentity``): the socket's identity is read when
+/// the connection is made; an error or an end of stream is checked against it once, and
+/// the connection ends `unavailable`/`reclaimed` when the descriptor no longer holds the
+/// socket. libuv itself reads and writes with `read`/`writev`, which a replacement may
+/// accept: libuv's queued `uv_write` (only after a partial immediate send) can still put
+/// bytes into a replacement in the moment between that send and the `uv_write`.
 ///
 /// Callbacks caused by a user's call are deferred to the end of the loop's turn; those
 /// caused by libuv run in libuv's callback (which is never inside a user's call).
@@ -43,6 +56,11 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVConnection?
+    /// The handle's descriptor (libuv keeps it until the handle closes).
+    private let descriptor: CInt
+    /// The socket `descriptor` held when the connection was made (nil only if `fstat`
+    /// failed then): see ``SocketIdentity``.
+    private let identity: SocketIdentity?
     var state = ConnectionStateMachine()
 
     /// The first `inFlightCount` entries of the queue are in the `uv_write` in flight,
@@ -69,6 +87,8 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         self.localAddress = local
         self.remoteAddress = remote
         self.lifecycle = lifecycle
+        self.descriptor = csy_uv_tcp_fileno(tcp)
+        self.identity = SocketIdentity(descriptor: descriptor)
         tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         keepAlive = self
     }
@@ -127,9 +147,12 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     }
 
     /// The error for a libuv code that ended this connection: the table's, except that
-    /// with a stall timeout the kernel's stall errors mean `stalled`.
+    /// with a stall timeout the kernel's stall errors mean `stalled`, and that it is
+    /// `reclaimed` when the descriptor no longer holds the connection's socket (one
+    /// `fstat`, on the way to ending the connection).
     private func failure(_ code: Int32, _ what: String) -> TransportError {
-        UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
+        let error = UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
+        return identity?.connectionError(error, descriptor: descriptor) ?? error
     }
 
     // MARK: reading
@@ -139,6 +162,12 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         if count > 0 {
             state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[..<count]))
         } else if count == Int(UV_EOF.rawValue) {
+            // libuv reads with read(2), which ends a stream on /dev/null, a file or a pipe
+            // put in the socket's place too: one fstat per connection tells them apart.
+            if let identity, identity.check(descriptor) != .same {
+                terminate(failure(Int32(count), "reading from \(remoteAddress)"), deferCallbacks: false)
+                return
+            }
             // libuv has stopped reading (UV_HANDLE_READING is cleared at EOF).
             state.readDidEnd()?.connectionDidReadEnd()
         } else if count < 0 {
@@ -148,32 +177,36 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
 
     // MARK: writing
 
-    /// Writes `head` (if any) then `body` at once with `uv_try_write`, gathered; the count
-    /// the kernel took, or nil after a failure that ended the connection (its callbacks
-    /// deferred: a user call is on the stack).
+    /// Writes `head` (if any) then `body` at once, gathered, with `send`/`sendmsg` on the
+    /// descriptor (see the type's comment for why not `uv_try_write`); the count the kernel
+    /// took, or nil after a failure that ended the connection (its callbacks deferred: a
+    /// user call is on the stack). Called only with nothing queued, so libuv has nothing
+    /// queued either and the bytes cannot overtake a `uv_write`.
     private func tryWrite(_ head: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
-        guard let stream else { return 0 }
-        func buffer(_ bytes: UnsafeRawBufferPointer) -> uv_buf_t {
-            uv_buf_init(
-                UnsafeMutableRawPointer(mutating: bytes.baseAddress!).assumingMemoryBound(to: CChar.self),
-                UInt32(min(bytes.count, Self.maxBufferBytes)))
-        }
-        let status: Int32
-        if let head, !head.isEmpty, !body.isEmpty {
-            var buffers = (buffer(head), buffer(body))
-            status = withUnsafeMutableBytes(of: &buffers) { raw in
-                uv_try_write(stream, raw.baseAddress!.assumingMemoryBound(to: uv_buf_t.self), 2)
+        guard tcp != nil else { return 0 }
+        let result: IOResult<Int>
+        do {
+            if let head, !head.isEmpty, !body.isEmpty {
+                // Two iovecs on the stack: no allocation.
+                result = try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors throws(SyscallError) in
+                    vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress), iov_len: head.count)
+                    vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
+                    return try Posix.sendGathered(descriptor, vectors.baseAddress!, count: 2)
+                }
+            } else {
+                let single = (head?.isEmpty ?? true) ? body : head!
+                if single.isEmpty { return 0 }
+                result = try Posix.send(descriptor, single)
             }
-        } else {
-            let single = (head?.isEmpty ?? true) ? body : head!
-            if single.isEmpty { return 0 }
-            var one = buffer(single)
-            status = uv_try_write(stream, &one, 1)
+        } catch {
+            // On Linux a libuv code is the negated errno.
+            terminate(failure(-error.errno, "writing to \(remoteAddress)"), deferCallbacks: true)
+            return nil
         }
-        if status >= 0 { return Int(status) }
-        if status == UV_EAGAIN.rawValue { return 0 }
-        terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: true)
-        return nil
+        switch result {
+        case .done(let sent): return sent
+        case .wouldBlock: return 0
+        }
     }
 
     /// Hands the queued writes to libuv as one gathered `uv_write`, unless one is in
