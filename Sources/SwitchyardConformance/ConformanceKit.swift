@@ -131,6 +131,7 @@ public enum ConformanceKit {
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
         .callHandlerNotReentered,              // 37
+        .reclaimedSocketEndsCall,              // 38
     ]
 
     /// The scenario named `name`, if any.
