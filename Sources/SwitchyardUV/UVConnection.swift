@@ -101,6 +101,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
             terminate(.transportShutdown(), deferCallbacks: false)
             return false
         }
+        loop.track(self, descriptor: descriptor)
         return true
     }
 
@@ -153,6 +154,26 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     private func failure(_ code: Int32, _ what: String) -> TransportError {
         let error = UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
         return identity?.connectionError(error, descriptor: descriptor) ?? error
+    }
+
+    // MARK: reclaimed descriptors
+
+    /// libuv's `epoll_ctl` failed with `code` on this connection's descriptor, and the
+    /// epoll guard reported it (``UVEventLoop``): libuv believes it watches a descriptor
+    /// it does not, so the connection ends, `reclaimed` when the descriptor no longer
+    /// holds its socket (as it does whenever libuv's own state is right). Call on the loop.
+    func watchFailed(errno code: CInt) {
+        guard state.isOpen else { return }
+        terminate(failure(-code, "watching \(remoteAddress): libuv's epoll_ctl failed"), deferCallbacks: false)
+    }
+
+    /// Ends the connection `reclaimed` if its descriptor no longer holds its socket (the
+    /// epoll guard lost reports, so every connection checks). Call on the loop.
+    func checkDescriptor() {
+        guard state.isOpen, let identity else { return }
+        let unknown = TransportError(code: .internal, reason: .ioError, message: "watching \(remoteAddress): libuv's epoll_ctl failed")
+        let checked = identity.connectionError(unknown, descriptor: descriptor)
+        if checked.reason == .reclaimed { terminate(checked, deferCallbacks: false) }
     }
 
     // MARK: reading
@@ -342,6 +363,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         let shuttingDown = state.isShuttingDownOutput
         guard let ending = state.end(with: error, bytesTaken: taken) else { return }
         lifecycle.remove(self)
+        loop.untrack(self, descriptor: descriptor)
         if let tcp {
             self.tcp = nil
             let handle = csy_uv_tcp_handle(tcp)

@@ -29,15 +29,28 @@ extension ConformanceScenario {
         let channel = context.channel(to: server)
         var cases: [ReclaimCase] = DescriptorReplacement.allCases.map { .client($0) }
         cases += DescriptorReplacement.allCases.map { .server($0) }
+        cases += DescriptorReplacement.allCases.map { .clientNotReading($0) }
         cases.append(.destroyed)
         var seed: UInt64 = 38_000
         for reclaim in cases {
             seed += 1
             let serverCallsBefore = serverCalls.count
             let recorder = CallRecorder()
-            let call = try await context.startCall(on: channel, handler: recorder)
+            let call = try await context.startCall(
+                on: channel, options: CallOptions(enableFlowControl: reclaim.stopsReading), handler: recorder)
+            if reclaim.stopsReading { call.receiveNextMessage() }
             call.send(ConformancePattern.bytes(count: 100, seed: seed))
             try await context.waitUntil(seconds: 10, "the first echo arrived (\(reclaim))") { recorder.messageCount == 1 }
+            if reclaim.stopsReading {
+                // A second echo that nobody asked for: the call holds its frame and stops
+                // reading the socket.
+                call.send(ConformancePattern.bytes(count: 100, seed: seed + 300))
+                let held = ContinuousClock.now + .seconds(10)
+                while try await context.bufferedBytes(of: call) < 105 {
+                    if ContinuousClock.now > held { try context.fail("\(reclaim): the second echo never arrived") }
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
             let clientPort = call.connection.localAddress.port
             let serverPort = call.connection.remoteAddress.port
             let (localPort, remotePort) = reclaim.isServerSide ? (serverPort, clientPort) : (clientPort, serverPort)
@@ -56,7 +69,7 @@ extension ConformanceScenario {
 
             var kept: [Int32] = []
             switch reclaim {
-            case .client(let replacement), .server(let replacement):
+            case .client(let replacement), .server(let replacement), .clientNotReading(let replacement):
                 do { kept = try replacement.replace(fd) } catch { try context.fail("\(reclaim): \(error)") }
             case .destroyed:
                 guard geteuid() == 0 else {
@@ -74,6 +87,17 @@ extension ConformanceScenario {
                 }
             }
             defer { DescriptorReplacement.release(kept) }
+
+            if reclaim.stopsReading {
+                // The call asks for a message: the connection starts reading again, and
+                // the backend changes what it watches the replaced descriptor for (where
+                // libuv used to abort the process: epoll_ctl fails on /dev/null and
+                // files, and on any replacement of a descriptor it had registered).
+                call.receiveNextMessage()
+                try await context.waitUntil(seconds: 5, "the held echo was delivered (\(reclaim))") { recorder.messageCount == 2 }
+                try await Task.sleep(for: .milliseconds(50))
+                context.log("\(reclaim): \(recorder.status.map { "the read demand alone ended the call: \($0.error.map { "\($0)" } ?? "OK")" } ?? "the read demand alone did not end the call (no event on the replacement); the write below must")")
+            }
 
             // A write after the replacement: it must fail, never complete as sent.
             let written = ContinuousClock.now
@@ -114,6 +138,9 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
     case client(DescriptorReplacement)
     /// The server's descriptor of the accepted call replaced.
     case server(DescriptorReplacement)
+    /// The client's descriptor replaced while its call (flow control on) does not read,
+    /// then the call asks for a message, so the connection reads again.
+    case clientNotReading(DescriptorReplacement)
     /// The client's socket destroyed by the kernel (`ss -K`).
     case destroyed
 
@@ -122,10 +149,16 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
         return false
     }
 
+    var stopsReading: Bool {
+        if case .clientNotReading = self { return true }
+        return false
+    }
+
     var description: String {
         switch self {
         case .client(let replacement): "the client's descriptor replaced by \(replacement.rawValue)"
         case .server(let replacement): "the server's descriptor replaced by \(replacement.rawValue)"
+        case .clientNotReading(let replacement): "the client's descriptor replaced by \(replacement.rawValue) while not reading, then a read asked for"
         case .destroyed: "the client's socket destroyed by ss -K"
         }
     }
@@ -135,6 +168,7 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
         switch self {
         case .client(let replacement): "client \(replacement)"
         case .server(let replacement): "server \(replacement)"
+        case .clientNotReading(let replacement): "client \(replacement) not reading"
         case .destroyed: "ss -K"
         }
     }
