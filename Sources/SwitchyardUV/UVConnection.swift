@@ -125,6 +125,10 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
 
     func readInterestChanged() {
         guard let stream else { return }
+        if let failure = reclaimedBeforeWatching() {
+            terminate(failure, deferCallbacks: true)
+            return
+        }
         guard state.shouldRead else {
             if !state.readEnded { _ = uv_read_stop(stream) }
             return
@@ -165,6 +169,19 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     func watchFailed(errno code: CInt) {
         guard state.isOpen else { return }
         terminate(failure(-code, "watching \(remoteAddress): libuv's epoll_ctl failed"), deferCallbacks: false)
+    }
+
+    /// Without the epoll guard (``UVEventLoop/epollGuarded`` false: SwitchyardUV in a
+    /// library loaded at run time), the error to end the connection with if its descriptor
+    /// no longer holds its socket, checked (one `fstat`) before each call that changes what
+    /// libuv watches (`uv_read_start`/`uv_read_stop`, `uv_write`, `uv_shutdown`), since
+    /// libuv would abort on the `epoll_ctl` that follows. This narrows the window, it does
+    /// not close it: a replacement between the check and libuv's next poll still aborts.
+    /// With the guard (the usual case), nil at no cost.
+    private func reclaimedBeforeWatching() -> TransportError? {
+        guard !loop.epollGuarded, let identity, identity.check(descriptor) != .same else { return nil }
+        let unknown = TransportError(code: .internal, reason: .ioError, message: "watching \(remoteAddress)")
+        return identity.connectionError(unknown, descriptor: descriptor)
     }
 
     /// Ends the connection `reclaimed` if its descriptor no longer holds its socket (the
@@ -234,6 +251,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// flight. Returns the error when libuv refuses the write at once.
     private func startWriteIfIdle() -> TransportError? {
         guard !writeInFlight, let stream, !state.writes.isEmpty else { return nil }
+        if let failure = reclaimedBeforeWatching() { return failure }
         let buffers = loop.writeBuffers
         var count = 0
         var used = 0
@@ -322,6 +340,10 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// Issues `uv_shutdown` for the output shutdown the state machine began.
     private func issueShutdown(inUserCall: Bool) {
         guard let stream else { return }
+        if let failure = reclaimedBeforeWatching() {
+            terminate(failure, deferCallbacks: inUserCall)
+            return
+        }
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         request.pointee.data = Unmanaged.passRetained(self).toOpaque()
         let status = uv_shutdown(request, stream, { request, status in

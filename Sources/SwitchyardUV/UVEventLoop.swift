@@ -65,6 +65,11 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     private var connectionsByDescriptor: [CInt: UVConnection] = [:]
     /// libuv's epoll descriptor, registered with the epoll guard.
     private let epollDescriptor: CInt
+    /// Whether the epoll guard protects this loop: registered, and the `epoll_ctl` libuv
+    /// binds to is the guard's. Not when SwitchyardUV lives in a library loaded at run
+    /// time (libuv's call was bound to libc's first); its connections then check their
+    /// descriptor before each change of what libuv watches (see ``UVConnection``).
+    let epollGuarded: Bool
 
     /// Scratch buffers for gathered writes (libuv copies them into its request).
     let writeBuffers: UnsafeMutablePointer<uv_buf_t>
@@ -96,9 +101,10 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         epollDescriptor = uv_backend_fd(loop)
         // Woken from inside libuv's poll, on the loop thread: uv_async_send only marks the
         // wake-up and writes its eventfd, so the poll returns at once.
-        _ = csy_epoll_guard_register(epollDescriptor, { context in
+        let registered = csy_epoll_guard_register(epollDescriptor, { context in
             _ = uv_async_send(context!.assumingMemoryBound(to: uv_async_t.self))
         }, UnsafeMutableRawPointer(async))
+        epollGuarded = registered == 0 && csy_epoll_guard_is_active() == 1
         // Unretained: the loop object outlives its thread (the group joins before release).
         async.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         try startThread(name: name)
