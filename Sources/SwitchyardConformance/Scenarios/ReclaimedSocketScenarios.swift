@@ -129,6 +129,60 @@ extension ConformanceScenario {
             try context.expectBytes(next.snapshot.messages[0], message, "the echo in the call after \(reclaim)")
         }
         try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+
+        for replacement in DescriptorReplacement.allCases {
+            try await reclaimWithQueuedWrites(context, replacement)
+        }
+    }
+
+    /// The client's descriptor replaced while its writes wait for the kernel (the server
+    /// does not read): no event comes for the replacement and a later write joins the
+    /// queue without a system call, so the call goes on until it is closed (here
+    /// cancelled) or its read demand changes; none of the writes still queued, nor the
+    /// one after, is reported sent (libuv's queued `uv_write` must not put them into the
+    /// replacement), closing leaks nothing, and nothing crashes.
+    private static func reclaimWithQueuedWrites(_ context: ConformanceContext, _ replacement: DescriptorReplacement) async throws {
+        let what = "the client's descriptor replaced by \(replacement.rawValue) with writes queued"
+        // With flow control on and no message asked for, the server stops reading once a
+        // frame waits: TCP pushes back and the client's writes queue.
+        let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { _ in CallRecorder() }
+        defer { server.close() }
+        let channel = context.channel(to: server)
+        let recorder = CallRecorder()
+        let call = try await context.startCall(on: channel, handler: recorder)
+        let chunk = ConformancePattern.bytes(count: 1 << 20, seed: 38_500)
+        var sends = 0
+        while call.connection.pendingWriteBytes == 0 {
+            sends += 1
+            if sends > 256 { try context.fail("\(what): 256 MiB went out and no write queued") }
+            let index = 100 + sends
+            call.send(chunk) { recorder.note(completion: index, $0) }
+            try await context.barrier(on: call.eventLoop, "send \(sends) (\(what))")
+        }
+        guard let fd = SocketDescriptors.descriptor(
+            localPort: call.connection.localAddress.port, remotePort: call.connection.remoteAddress.port)
+        else { try context.fail("\(what): the client's descriptor was not found") }
+        try await Task.sleep(for: .milliseconds(20))
+        try await context.barrier(on: call.eventLoop, "settling (\(what))")
+        let sentBefore = recorder.snapshot.log.filter { if case .completion = $0 { return true } else { return false } }.count
+            - recorder.snapshot.failedCompletions.count
+        let kept: [Int32]
+        do { kept = try replacement.replace(fd) } catch { try context.fail("\(what): \(error)") }
+        defer { DescriptorReplacement.release(kept) }
+        call.send(chunk) { recorder.note(completion: 1, $0) }
+        try await Task.sleep(for: .milliseconds(100))
+        let endedBySelf = recorder.status != nil
+        call.cancel()
+        let status = try await context.status(of: recorder, what, seconds: 5)
+        try await context.waitUntil(seconds: 5, "every write completed (\(what))") {
+            recorder.snapshot.log.filter { if case .completion = $0 { return true } else { return false } }.count == sends + 1
+        }
+        let events = recorder.snapshot
+        let sentAfter = sends + 1 - events.failedCompletions.count
+        try context.expect(sentAfter == sentBefore, "\(what): \(sentAfter - sentBefore) writes were reported sent after the replacement")
+        try context.expect(events.failedCompletions.contains { $0.0 == 1 }, "\(what): the write after the replacement was reported sent")
+        try context.expectWellBehaved(recorder, what)
+        context.log("\(what): \(sentBefore) of \(sends) writes sent before, none after; \(endedBySelf ? "it ended by itself" : "cancelled"): \(status.error.map { "\($0)" } ?? "OK")")
     }
 }
 
