@@ -27,13 +27,17 @@ public import Switchyard
 /// native error kept. `ECONNABORTED` (the socket destroyed by the kernel, `ss -K`) and
 /// `EBADF`, `ENOTSOCK`, `ENOTCONN` are `reclaimed` in the errno table already.
 ///
-/// **What it does not do.** An idle connection (not reading, nothing to write) whose
-/// descriptor is replaced makes no call, and nothing reports the replacement (the
-/// old socket's epoll registration went away with it): it notices at its next write,
-/// its next change of read demand or never, and its close then closes the descriptor
-/// number it owns, which is the replacement (the connection owns the number: nothing
-/// leaks). A replacement that is itself a connected socket of someone else's would be
-/// written to without an error: telling that apart would cost a check per write.
+/// **What it does not do.** A connection that makes no system call on its descriptor
+/// does not notice the replacement, and nothing reports it (the old socket's epoll
+/// registration went away with the socket): an idle one, or one whose writes wait for
+/// the kernel (a later write joins the queue without a system call). It notices at its
+/// next send with nothing queued, its next change of read demand (the backend's
+/// `epoll_ctl` fails, or the replacement reports an error), or never; its close then
+/// closes the descriptor number it owns, which is the replacement, so nothing leaks.
+/// Nothing is reported sent meanwhile: sends fail on anything but a socket
+/// (``Posix/send(_:_:)``). A replacement that is itself a connected socket of someone
+/// else's would be written to without an error: telling that apart would cost a check
+/// per write.
 public struct SocketIdentity: Sendable, Hashable, CustomStringConvertible {
     /// `st_dev` of the socket (the socket file system's device).
     public let device: UInt64
