@@ -103,19 +103,26 @@ int csy_epoll_guard_register(int epfd, csy_epoll_guard_wake wake, void *context)
         loops[i].count = 0;
         loops[i].lost = 0;
         atomic_store_explicit(&loops[i].epfd, epfd, memory_order_release);
-        return 0;
+        return i;
     }
     return -1;
 }
 
-void csy_epoll_guard_unregister(int epfd) {
-    struct guarded_loop *loop = find(epfd);
-    if (loop) atomic_store_explicit(&loop->epfd, -1, memory_order_release);
+void csy_epoll_guard_unregister(int slot) {
+    if (slot < 0 || slot >= slot_count) return;
+    atomic_store_explicit(&loops[slot].epfd, -1, memory_order_release);
 }
 
-int csy_epoll_guard_take(int epfd, int *fds, int *errnos, int capacity) {
-    struct guarded_loop *loop = find(epfd);
-    if (!loop) return 0;
+int csy_epoll_guard_take(int slot, int *fds, int *errnos, int capacity) {
+    if (slot < 0 || slot >= slot_count) return 0;
+    struct guarded_loop *loop = &loops[slot];
+    if (loop->count == 0 && !loop->lost) return 0;
+    if (loop->lost) {
+        // The caller checks every descriptor: the record is moot.
+        loop->count = 0;
+        loop->lost = 0;
+        return -1;
+    }
     int taken = loop->count < capacity ? loop->count : capacity;
     for (int i = 0; i < taken; i++) {
         fds[i] = loop->fds[i];
@@ -126,10 +133,6 @@ int csy_epoll_guard_take(int epfd, int *fds, int *errnos, int capacity) {
         loop->errnos[i - taken] = loop->errnos[i];
     }
     loop->count -= taken;
-    if (loop->lost) {
-        loop->lost = 0;
-        return -1;
-    }
     return taken;
 }
 

@@ -63,8 +63,8 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     static let readBufferSize = 64 * 1024
     /// The open connections by descriptor, for the epoll guard's reports.
     private var connectionsByDescriptor: [CInt: UVConnection] = [:]
-    /// libuv's epoll descriptor, registered with the epoll guard.
-    private let epollDescriptor: CInt
+    /// The epoll guard's slot for libuv's epoll descriptor (-1: not guarded).
+    private let guardSlot: CInt
     /// Whether the epoll guard protects this loop: registered, and the `epoll_ctl` libuv
     /// binds to is the guard's. Not when SwitchyardUV lives in a library loaded at run
     /// time (libuv's call was bound to libc's first); its connections then check their
@@ -98,13 +98,12 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
         writeBuffers = .allocate(capacity: Self.writeBufferCount)
-        epollDescriptor = uv_backend_fd(loop)
         // Woken from inside libuv's poll, on the loop thread: uv_async_send only marks the
         // wake-up and writes its eventfd, so the poll returns at once.
-        let registered = csy_epoll_guard_register(epollDescriptor, { context in
+        guardSlot = csy_epoll_guard_register(uv_backend_fd(loop), { context in
             _ = uv_async_send(context!.assumingMemoryBound(to: uv_async_t.self))
         }, UnsafeMutableRawPointer(async))
-        epollGuarded = registered == 0 && csy_epoll_guard_is_active() == 1
+        epollGuarded = guardSlot >= 0 && csy_epoll_guard_is_active() == 1
         // Unretained: the loop object outlives its thread (the group joins before release).
         async.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         try startThread(name: name)
@@ -117,7 +116,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
                 run()
             }
         } catch {
-            csy_epoll_guard_unregister(epollDescriptor)
+            csy_epoll_guard_unregister(guardSlot)
             uv_close(csy_uv_async_handle(async), nil)
             _ = uv_run(loop, UV_RUN_DEFAULT)
             _ = uv_loop_close(loop)
@@ -183,7 +182,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     private func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
         _ = uv_run(loop, UV_RUN_DEFAULT)
-        csy_epoll_guard_unregister(epollDescriptor)
+        csy_epoll_guard_unregister(guardSlot)
         let result = uv_loop_close(loop)
         closeResult = leakedHandles > 0 ? UV_EBUSY.rawValue : result
         threadID.store(0, ordering: .releasing)
@@ -204,25 +203,30 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// Ends the connections whose descriptor the epoll guard reported (libuv's
     /// `epoll_ctl` failed on it); when the guard lost reports, checks every connection.
     /// A descriptor that is not a connection's (a connect in progress, a listener) is
-    /// left to its owner's own end (its timeout, its close).
+    /// left to its owner's own end (its timeout, its close). Runs on every wake-up: with
+    /// nothing recorded it is one call that reads one counter.
     private func takeReclaimedDescriptors() {
+        guard guardSlot >= 0 else { return }
         let capacity = 16
-        withUnsafeTemporaryAllocation(of: CInt.self, capacity: 2 * capacity) { buffer in
+        let ended = withUnsafeTemporaryAllocation(of: CInt.self, capacity: 2 * capacity) { buffer in
             let fds = buffer.baseAddress!
             let errnos = fds + capacity
+            var ended = false
             while true {
-                let taken = Int(csy_epoll_guard_take(epollDescriptor, fds, errnos, CInt(capacity)))
+                let taken = Int(csy_epoll_guard_take(guardSlot, fds, errnos, CInt(capacity)))
                 if taken < 0 {
                     for connection in Array(connectionsByDescriptor.values) { connection.checkDescriptor() }
+                    ended = true
                     continue
                 }
                 for index in 0..<taken {
                     connectionsByDescriptor[fds[index]]?.watchFailed(errno: errnos[index])
                 }
-                if taken < capacity { break }
+                ended = ended || taken > 0
+                if taken < capacity { return ended }
             }
         }
-        drainDeferred()
+        if ended { drainDeferred() }
     }
 
     /// Runs on the loop as its last task: no more work is taken, what was queued runs,

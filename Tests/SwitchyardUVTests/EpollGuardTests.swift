@@ -20,8 +20,9 @@ struct EpollGuardTests {
         let wakes = UnsafeMutablePointer<Int>.allocate(capacity: 1)
         wakes.pointee = 0
         defer { wakes.deallocate() }
-        try #require(csy_epoll_guard_register(epfd, { $0!.assumingMemoryBound(to: Int.self).pointee += 1 }, wakes) == 0)
-        defer { csy_epoll_guard_unregister(epfd) }
+        let slot = csy_epoll_guard_register(epfd, { $0!.assumingMemoryBound(to: Int.self).pointee += 1 }, wakes)
+        try #require(slot >= 0)
+        defer { csy_epoll_guard_unregister(slot) }
 
         var ends: [CInt] = [-1, -1]
         try #require(pipe(&ends) == 0)
@@ -44,11 +45,29 @@ struct EpollGuardTests {
 
         var fds = [CInt](repeating: -1, count: 8)
         var codes = [CInt](repeating: 0, count: 8)
-        let taken = csy_epoll_guard_take(epfd, &fds, &codes, 8)
+        let taken = csy_epoll_guard_take(slot, &fds, &codes, 8)
         #expect(taken == 3)
         #expect(Array(fds.prefix(3)) == [ends[0], null, 100_000])
         #expect(Array(codes.prefix(3)) == [ENOENT, EPERM, EBADF])
-        #expect(csy_epoll_guard_take(epfd, &fds, &codes, 8) == 0)
+        #expect(csy_epoll_guard_take(slot, &fds, &codes, 8) == 0)
+    }
+
+    @Test("More failures than the record holds are reported lost once, so the loop checks every connection")
+    func lostRecords() throws {
+        let epfd = epoll_create1(CInt(EPOLL_CLOEXEC))
+        try #require(epfd >= 0)
+        defer { _ = close(epfd) }
+        let slot = csy_epoll_guard_register(epfd, { _ in }, nil)
+        try #require(slot >= 0)
+        defer { csy_epoll_guard_unregister(slot) }
+        var event = epoll_event()
+        for fd in CInt(100_000)..<100_100 {
+            #expect(epoll_ctl(epfd, CInt(EPOLL_CTL_MOD), fd, &event) == 0)
+        }
+        var fds = [CInt](repeating: -1, count: 8)
+        var codes = [CInt](repeating: 0, count: 8)
+        #expect(csy_epoll_guard_take(slot, &fds, &codes, 8) == -1)
+        #expect(csy_epoll_guard_take(slot, &fds, &codes, 8) == 0)
     }
 
     @Test("Any other epoll descriptor gets epoll_ctl's own failure")

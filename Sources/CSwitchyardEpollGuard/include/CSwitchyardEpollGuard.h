@@ -10,16 +10,19 @@ typedef void (*csy_epoll_guard_wake)(void *context);
 /// Guards `epfd` (a libuv loop's epoll descriptor, `uv_backend_fd`): from now on an
 /// `epoll_ctl` ADD or MOD on it that fails with ENOENT, EPERM or EBADF reports success,
 /// and the descriptor and errno are kept for `csy_epoll_guard_take`, then `wake(context)`
-/// runs. Returns 0, or -1 when every slot is taken (the loop then runs unguarded).
+/// runs. Returns the slot that guards it (for the calls below), or -1 when every slot is
+/// taken (the loop then runs unguarded).
 int csy_epoll_guard_register(int epfd, csy_epoll_guard_wake wake, void *context);
 
-/// Stops guarding `epfd` (before the loop closes it). Call on the loop's thread.
-void csy_epoll_guard_unregister(int epfd);
+/// Stops guarding the epoll descriptor of `slot` (before the loop closes it). Call on
+/// the loop's thread.
+void csy_epoll_guard_unregister(int slot);
 
-/// Moves up to `capacity` recorded failures of `epfd` into `fds` and `errnos`; returns
-/// how many, or -1 if some were lost (more than the record holds: check every
-/// descriptor). Call on the loop's thread (the only one that calls epoll_ctl on it).
-int csy_epoll_guard_take(int epfd, int *fds, int *errnos, int capacity);
+/// Moves up to `capacity` recorded failures of `slot`'s epoll descriptor into `fds` and
+/// `errnos`; returns how many, or -1 if some were lost (more than the record holds: the
+/// record is cleared, check every descriptor). Call on the loop's thread (the only one that calls epoll_ctl
+/// on it). With nothing recorded it returns 0 at once.
+int csy_epoll_guard_take(int slot, int *fds, int *errnos, int capacity);
 
 /// Whether this process's `epoll_ctl` is the guard's (1) or libc's (0): a library
 /// loaded at run time cannot interpose a symbol libuv already bound to libc's.
