@@ -30,11 +30,18 @@ import SwitchyardBackendKit
 /// `uv_tcp_close_reset` (linger 0); both close the descriptor at once.
 ///
 /// **Reclaimed descriptors** (see ``SocketIdentity``): the socket's identity is read when
-/// the connection is made; an error or an end of stream is checked against it once, and
-/// the connection ends `unavailable`/`reclaimed` when the descriptor no longer holds the
-/// socket. libuv itself reads and writes with `read`/`writev`, which a replacement may
-/// accept: libuv's queued `uv_write` (only after a partial immediate send) can still put
-/// bytes into a replacement in the moment between that send and the `uv_write`.
+/// the connection is made; an error or an end of stream (libuv reads with `read`, which
+/// ends a stream on `/dev/null` too) is checked against it once, and the connection ends
+/// `unavailable`/`reclaimed` when the descriptor no longer holds the socket. An
+/// `epoll_ctl` of libuv's that fails on the replacement (libuv 1.44 would abort) is
+/// caught by the epoll guard and ends the connection through ``watchFailed(errno:)``
+/// (see ``UVEventLoop``). Two narrow races stay open, both needing another thread to
+/// `dup2` within microseconds, where libuv's own `writev` can put queued bytes into a
+/// replacement that takes `write` (`/dev/null`, a file, a pipe) and report them sent:
+/// between a partial immediate send and the `uv_write` that follows in the same turn
+/// (libuv writes at once when its queue is empty), and between `epoll_wait` returning
+/// writability of the old socket and libuv acting on it. Closing them would take libuv
+/// writing with `send`.
 ///
 /// Callbacks caused by a user's call are deferred to the end of the loop's turn; those
 /// caused by libuv run in libuv's callback (which is never inside a user's call).
