@@ -16,7 +16,7 @@ extension ConformanceScenario {
     /// kit's own connection, so nothing else is touched.
     public static let reclaimedSocketEndsCall = ConformanceScenario(
         "A descriptor reclaimed underneath a call (dup2 of a fresh socket, /dev/null, a file or a pipe, on either side; ss -K) ends it unavailable (reclaimed), reports no write sent after it, and the next call succeeds",
-        checklist: ["E3", "E6", "J3"], timeLimit: .seconds(120)
+        checklist: ["E4", "E6", "J3"], timeLimit: .seconds(120)
     ) { context in
         if context.listensOnPaths { try context.skip("\(context.serverBackend) listens on socket paths: the kit finds a connection's descriptor by its TCP ports") }
         let serverCalls = Collected<(call: Call, recorder: CallRecorder)>()
