@@ -12,8 +12,8 @@ extension ConformanceScenario {
     /// The kit finds the connection's descriptor by its ports (``SocketDescriptors``), so
     /// a backend without TCP descriptors (the in-memory one, a backend on socket paths)
     /// skips it. `ss -K` needs root and a kernel with `CONFIG_INET_DIAG_DESTROY`; without
-    /// them that case alone is skipped (logged), and the filter names both ports of the
-    /// kit's own connection, so nothing else is touched.
+    /// them that case alone is skipped (logged), and the filter names both addresses and
+    /// ports of the kit's own connection, so nothing else is touched.
     public static let reclaimedSocketEndsCall = ConformanceScenario(
         "A descriptor reclaimed underneath a call (dup2 of a fresh socket, /dev/null, a file or a pipe, on either side; ss -K) ends it unavailable (reclaimed), reports no write sent after it, and the next call succeeds",
         checklist: ["E4", "E6", "J3"], timeLimit: .seconds(120)
@@ -78,7 +78,14 @@ extension ConformanceScenario {
                     _ = try await context.status(of: recorder, "the call left when ss -K was skipped", seconds: 5)
                     continue
                 }
-                FaultNetwork.run(["ss", "-K", "-t", "-n", "sport", "=", ":\(localPort)", "and", "dport", "=", ":\(remotePort)"])
+                // Both ends' addresses and ports: exactly this connection's socket, nothing else.
+                func socketAddress(_ endpoint: Endpoint) -> String {
+                    endpoint.host.contains(":") ? "[\(endpoint.host)]:\(endpoint.port)" : "\(endpoint.host):\(endpoint.port)"
+                }
+                FaultNetwork.run([
+                    "ss", "-K", "-t", "-n", "src", socketAddress(call.connection.localAddress),
+                    "and", "dst", socketAddress(call.connection.remoteAddress),
+                ])
                 if SocketDescriptors.establishedInode(localPort: localPort, remotePort: remotePort) != nil {
                     context.log("ss -K skipped: the socket survived `ss -K` (no `ss`, or a kernel without CONFIG_INET_DIAG_DESTROY)")
                     call.cancel()
