@@ -29,7 +29,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     /// The socket `descriptor` held when the connection was made: an error that ends
     /// the connection is `reclaimed` if the descriptor no longer holds it (see
     /// ``SocketIdentity``; nil only if `fstat` failed on the fresh socket).
-    private let identity: SocketIdentity?
+    let socketIdentity: SocketIdentity?
     /// Loop-confined and touched on every write: no runtime exclusivity check.
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// Completions collected by a flush, run after the state settled (reused).
@@ -55,7 +55,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
         lifecycle: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) {
         self.descriptor = socket.descriptor
-        self.identity = SocketIdentity(descriptor: socket.descriptor)
+        self.socketIdentity = SocketIdentity(descriptor: socket.descriptor)
         self.socket = .some(socket)
         self.loop = loop
         self.localSocketAddress = local
@@ -115,7 +115,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
 
     private func failure(errno code: CInt, message: String) -> TransportError {
         let error = ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
-        return identity?.connectionError(error, descriptor: descriptor) ?? error
+        return socketIdentity?.connectionError(error, descriptor: descriptor) ?? error
     }
 
     /// Closes the descriptor of a connection that never reached its loop (the loop had
