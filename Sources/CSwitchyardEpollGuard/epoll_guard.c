@@ -12,8 +12,11 @@
 //
 // So the process defines epoll_ctl itself. libuv's call goes through its PLT, and the
 // dynamic linker binds it to the first definition in the global scope: the
-// executable's, because the linker exports a definition from an executable when a
-// shared library in the link (libuv) refers to it. This one makes the system call
+// executable's, because the static linker exports a definition from an executable when
+// a shared library in the link (libuv) refers to it (GNU ld, gold and lld alike; Swift
+// links with gold here, and `nm -D` shows `T epoll_ctl` in echo-server, echo-client,
+// switchyard-conformance and the test binary, whose tests check it with
+// csy_epoll_guard_is_active). This one makes the system call
 // (syscall(2), not libc's wrapper, which it replaces) and, only when that failed, only
 // for the epoll descriptors of Switchyard's libuv loops (registered here), only for ADD
 // and MOD, and only with ENOENT, EPERM or EBADF, records the descriptor, reports
@@ -23,9 +26,13 @@
 // other call, and every success, is exactly the system call: no lock, no lookup.
 //
 // Where it does not hold: when SwitchyardUV is linked into a shared library loaded at
-// run time, that library's epoll_ctl does not interpose libuv's call (libc's was bound
-// first, in the global scope), so libuv aborts as before; csy_epoll_guard_is_active
-// tells.
+// run time (dlopen, RTLD_LOCAL, as backend libraries are), that library's epoll_ctl does
+// not interpose libuv's call: the global scope (the executable, libc) answers first. If
+// the host executable links SwitchyardUV too, libuv's call reaches the host's guard,
+// which does not know the library's loops and passes the failure on. Either way libuv
+// aborts as before; csy_epoll_guard_is_active tells, and the libuv backend then checks
+// the descriptor before each change of interest instead (which narrows the window, and
+// does not close it).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
