@@ -83,10 +83,13 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // The epoll guard: the process's own epoll_ctl, so that libuv does not abort on a
+        // reclaimed descriptor (see its epoll_guard.c).
+        .target(name: "CSwitchyardEpollGuard"),
         .target(
             name: "SwitchyardUV",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix",
+                "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix", "CSwitchyardEpollGuard",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict

@@ -49,7 +49,8 @@ import SwitchyardBackendKit
 /// - C1, C2 (12), C5 (13), C6 (12; 13 measures CPU while pushed back).
 /// - D1, D3, D6, D8, D9 (5), D4, D5, D7 (10), D2 (1: one end-of-stream event, still
 ///   open until closed).
-/// - E1 (7; 1 and 6: a normal close gives no error), E3 (7), E6 (7), E7 (1, 10), E8 (6).
+/// - E1 (7; 1 and 6: a normal close gives no error), E3 (7), E4 (40: a descriptor
+///   reclaimed by dup2 or ss -K ends the call `reclaimed`), E6 (7), E7 (1, 10), E8 (6).
 /// - F1, F2 (11), F3 (1), F4 (callbacks are checked to run on the connection's loop;
 ///   37: no call callback runs inside the handler's own calls to its `Call`), F6 (14), F8 (14: `shutdownNow`; 17: the grace
 ///   period, except an early return once every connection closed).
@@ -78,8 +79,8 @@ import SwitchyardBackendKit
 ///   per-read requests, and connections are returned already active.
 /// - B6 (try-write), B8 (read-buffer allocator): no such API; backends own their read
 ///   buffers.
-/// - E2 (reset with writes pending), E4 (broken descriptor, reason `reclaimed`): need
-///   fault injection under the backend; they come with the suspend/reclaim work.
+/// - E2 (reset with writes pending): needs fault injection under the backend; it comes
+///   with the suspend work.
 /// - E5: handler callbacks do not throw.
 /// - G1: buffers are Swift arrays released by ARC.
 /// - H3 (concurrent, cancellable lookups): comes with the resolver tests.
@@ -135,6 +136,7 @@ public enum ConformanceKit {
         .callHandlerNotReentered,              // 37
         .pathChangeEndsCalls,                  // 38
         .addressRemovalEndsCalls,              // 39
+        .reclaimedSocketEndsCall,              // 40
     ]
 
     /// The scenario named `name`, if any.
