@@ -131,6 +131,11 @@ public enum ConformanceKit {
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
         .callHandlerNotReentered,              // 37
+        .suspendRefusesConnects,               // 38
+        .suspendClosesConnections,             // 39
+        .suspendEndsChannelCalls,              // 40
+        .suspendKeepsConnections,              // 41
+        .suspendExpiresOnTimeWithBlackHole,    // 42
     ]
 
     /// The scenario named `name`, if any.
