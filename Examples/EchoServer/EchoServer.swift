@@ -346,13 +346,23 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     }
 
     /// Registers the connection with `lifecycle` under `policy`; with `.keep` it stops
-    /// reading while suspended (the hooks hop to the connection's loop).
+    /// reading while suspended (the hooks hop to the connection's loop and wait for it,
+    /// so the suspend completes only once the connection is quiet).
     func follow(_ lifecycle: Lifecycle, policy: SuspendPolicy) {
-        let loop = connection?.eventLoop
+        guard let connection else { return }
+        let loop = connection.eventLoop
+        let quiet: @Sendable (Bool) async -> Void = { quiet in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                loop.execute {
+                    self.setQuiet(quiet)
+                    continuation.resume()
+                }
+            }
+        }
         let made = lifecycle.register(
-            connection!, policy: policy,
-            willSuspend: { loop?.execute { self.setQuiet(true) } },
-            didResume: { loop?.execute { self.setQuiet(false) } })
+            connection, policy: policy,
+            willSuspend: { await quiet(true) },
+            didResume: { await quiet(false) })
         registration.withLock { $0 = made }
     }
 

@@ -37,14 +37,19 @@ import Synchronization
 ///   once: its handler runs on a new task. An expiration handler must not block.
 /// - **Connections** registered with ``register(_:policy:willSuspend:didResume:)``
 ///   follow their ``SuspendPolicy``. When a suspend begins, every registered connection's
-///   `willSuspend` hook runs (in registration order), while background work may still
-///   use the connections. After the grace phase, `.close` connections are closed with
+///   `willSuspend` hook runs (in registration order, each awaited before the next, before
+///   the grace period starts; a hook must not wait on the network), while background
+///   work may still use the connections. After the grace phase, `.close` connections are closed with
 ///   ``Connection/close()``, which waits on nothing (queued writes complete with
 ///   `cancelled`/`closed` and their handlers hear `connectionDidClose(error: nil)`), and
 ///   their registrations end; `.keep` connections are left open, untouched, and their
-///   `didResume` hooks run (in registration order) at the end of the next resume.
+///   `didResume` hooks run (in registration order, each awaited) at the end of the next
+///   resume. The hooks run on the task that suspends or resumes, not on the connection's
+///   loop: to change loop-confined state (or to be sure a `stopReading()` took effect
+///   before the suspend goes on), hop to the loop and await the hop.
 ///   A connection registered while the lifecycle is suspending or suspended gets at once
-///   what the others got (its `willSuspend`; closed when `.close` and suspended).
+///   what the others got (its `willSuspend`, on a new task; closed when `.close` and
+///   suspended).
 /// - **Channels** registered with ``register(_:)`` keep making calls while the suspend
 ///   is in its grace phase (background work may need them). After it, every open call
 ///   ends with `unavailable`, reason `suspended` (its connection reset), and until the
@@ -147,12 +152,12 @@ public final class Lifecycle: Sendable {
     /// Registers `connection` to follow `policy` on suspend. `willSuspend` runs when a
     /// suspend begins (for both policies), `didResume` when a resume ends (`.keep` only:
     /// a `.close` connection is gone by then). Both run on the task that suspends or
-    /// resumes, not on the connection's loop: hop there (``EventLoop/execute(_:)``) to
-    /// touch loop-confined state.
+    /// resumes, which awaits them, not on the connection's loop: hop there
+    /// (``EventLoop/execute(_:)``) and await the hop to touch loop-confined state.
     @discardableResult
     public func register(
         _ connection: any Connection, policy: SuspendPolicy,
-        willSuspend: (@Sendable () -> Void)? = nil, didResume: (@Sendable () -> Void)? = nil
+        willSuspend: (@Sendable () async -> Void)? = nil, didResume: (@Sendable () async -> Void)? = nil
     ) -> LifecycleRegistration {
         add(RegisteredConnection(connection, policy: policy, willSuspend: willSuspend, didResume: didResume))
     }
@@ -175,6 +180,7 @@ public final class Lifecycle: Sendable {
         }
         if phase == .suspending || phase == .suspended {
             participant.lifecycleSuspendDidBegin()
+            Task { await participant.lifecycleWillSuspend() }
         }
         if phase == .suspended, !participant.lifecycleSuspend(Self.suspendedError) {
             remove(id)
@@ -262,6 +268,7 @@ public final class Lifecycle: Sendable {
         guard let participants else { return }
         notify(.suspending)
         for participant in participants { participant.lifecycleSuspendDidBegin() }
+        for participant in participants { await participant.lifecycleWillSuspend() }
 
         await waitForBackgroundWork()
         let expired = state.withLock { state in
@@ -301,7 +308,7 @@ public final class Lifecycle: Sendable {
                 if failure == nil { failure = error }
             }
         }
-        for participant in participants { participant.lifecycleDidResume() }
+        for participant in participants { await participant.lifecycleDidResume() }
         state.withLock { $0.phase = .active }
         notify(.active)
         if let failure { throw failure }
@@ -403,15 +410,17 @@ public final class LifecycleRegistration: Sendable {
 /// Something a ``Lifecycle`` acts on. Every method is called on the task that suspends
 /// or resumes, one participant at a time, in registration order.
 protocol LifecycleParticipant: AnyObject, Sendable {
-    /// A suspend began (listeners close here; `willSuspend` hooks run).
+    /// A suspend began: listeners close here, all at once.
     func lifecycleSuspendDidBegin()
+    /// Then, one participant after the other: `willSuspend` hooks run.
+    func lifecycleWillSuspend() async
     /// The grace phase is over: close what the policy closes. Returns whether the
     /// participant stays registered.
     func lifecycleSuspend(_ error: TransportError) -> Bool
     /// A resume began (listeners reopen here).
     func lifecycleResume() async throws
     /// A resume is ending (channels call again; `didResume` hooks run).
-    func lifecycleDidResume()
+    func lifecycleDidResume() async
     /// The registration was cancelled.
     func lifecycleUnregistered()
     /// Whether the object is gone (released, closed for good), so the entry can go.
@@ -420,9 +429,10 @@ protocol LifecycleParticipant: AnyObject, Sendable {
 
 extension LifecycleParticipant {
     func lifecycleSuspendDidBegin() {}
+    func lifecycleWillSuspend() async {}
     func lifecycleSuspend(_ error: TransportError) -> Bool { true }
     func lifecycleResume() async throws {}
-    func lifecycleDidResume() {}
+    func lifecycleDidResume() async {}
     func lifecycleUnregistered() {}
 }
 
@@ -433,17 +443,20 @@ private final class RegisteredConnection: LifecycleParticipant {
     }
     private let state: Mutex<State>
     let policy: SuspendPolicy
-    let willSuspend: (@Sendable () -> Void)?
-    let didResume: (@Sendable () -> Void)?
+    let willSuspend: (@Sendable () async -> Void)?
+    let didResume: (@Sendable () async -> Void)?
 
-    init(_ connection: any Connection, policy: SuspendPolicy, willSuspend: (@Sendable () -> Void)?, didResume: (@Sendable () -> Void)?) {
+    init(
+        _ connection: any Connection, policy: SuspendPolicy,
+        willSuspend: (@Sendable () async -> Void)?, didResume: (@Sendable () async -> Void)?
+    ) {
         self.state = Mutex(State(connection: connection))
         self.policy = policy
         self.willSuspend = willSuspend
         self.didResume = didResume
     }
 
-    func lifecycleSuspendDidBegin() { willSuspend?() }
+    func lifecycleWillSuspend() async { await willSuspend?() }
 
     func lifecycleSuspend(_ error: TransportError) -> Bool {
         guard policy.closes else { return true }
@@ -451,8 +464,8 @@ private final class RegisteredConnection: LifecycleParticipant {
         return false
     }
 
-    func lifecycleDidResume() {
-        if !lifecycleIsGone { didResume?() }
+    func lifecycleDidResume() async {
+        if !lifecycleIsGone { await didResume?() }
     }
 
     var lifecycleIsGone: Bool { state.withLock { $0.connection == nil } }

@@ -150,16 +150,17 @@ extension ConformanceScenario {
         listener.acceptConnections { connection in
             let handler = EchoHandler(connection)
             handlers.append(handler)
-            // The protocol above goes quiet by not reading, and comes back by reading.
+            // The protocol above goes quiet by not reading, and comes back by reading; the
+            // hooks await the hop to the loop, so the suspend goes on once it is quiet.
             lifecycle.register(
                 connection, policy: .keep,
                 willSuspend: {
                     hooks.append("willSuspend")
-                    connection.stopReading()
+                    await onLoop(of: connection) { connection.stopReading() }
                 },
                 didResume: {
                     hooks.append("didResume")
-                    connection.startReading()
+                    await onLoop(of: connection) { connection.startReading() }
                 })
             handler.start()
         }
@@ -269,5 +270,15 @@ extension ConformanceContext {
         let bytes = ConformancePattern.bytes(count: 1000, seed: seed)
         try await step(what, file: file, line: line) { try await connection.write(bytes) }
         try expectBytes(try await read(exactly: bytes.count, from: connection), bytes, what, file: file, line: line)
+    }
+}
+
+/// Runs `work` on `connection`'s loop and returns once it ran.
+private func onLoop(of connection: any Connection, _ work: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        connection.eventLoop.execute {
+            work()
+            continuation.resume()
+        }
     }
 }
