@@ -20,7 +20,10 @@ import Synchronization
 ///   suspend still under way); a resume error (a listener that could not reopen) goes to
 ///   `onResumeFailure`. A `SIGCONT` while active changes nothing.
 /// - Signals are handled in the order they arrive, each after the last one's suspend or
-///   resume finished. The handlers are async-signal-safe (``ProcessSignals``).
+///   resume finished. The handlers are async-signal-safe (``ProcessSignals``). The
+///   kernel discards a `SIGTSTP` still pending when a `SIGCONT` is generated, so a
+///   `SIGTSTP` sent immediately before a `SIGCONT` may never arrive; one that arrived is
+///   always followed by its suspend.
 /// - ``cancel()`` stops driving the lifecycle and puts the signals' previous actions
 ///   back (their defaults: `SIGTSTP` stops the process, `SIGCONT` continues it).
 public final class LifecycleSignals: Sendable {
