@@ -136,6 +136,7 @@ public enum ConformanceKit {
         .suspendEndsChannelCalls,              // 40
         .suspendKeepsConnections,              // 41
         .suspendExpiresOnTimeWithBlackHole,    // 42
+        .suspendCallServer,                    // 43
     ]
 
     /// The scenario named `name`, if any.

@@ -253,6 +253,65 @@ extension ConformanceScenario {
     }
 }
 
+extension ConformanceScenario {
+    /// 43. A call server started with a lifecycle, under each policy.
+    public static let suspendCallServer = ConformanceScenario(
+        "A call server started with a lifecycle refuses calls while suspended; under policy close its open call ends (the client sees unavailable), under keep it goes on after resume; new calls work on the same port",
+        checklist: ["F8", "J3"], timeLimit: .seconds(60)
+    ) { context in
+        for policy in [SuspendPolicy.close, .keep] {
+            let lifecycle = Lifecycle(gracePeriod: .seconds(1))
+            let transport = context.server
+            let endpoint = context.localEndpoint()
+            let server = try await context.step("starting a call server with a lifecycle (policy \(policy))", seconds: 10) {
+                try await CallServer.start(transport: transport, on: endpoint, lifecycle: lifecycle, policy: policy) { call in
+                    for try await message in call.messages { try await call.write(message) }
+                    return .ok
+                }
+            }
+            defer { server.closeNow() }
+            let channel = context.channel(to: server)
+            let open = CallRecorder()
+            let call = try await context.startCall(on: channel, handler: open)
+            call.send(ConformancePattern.bytes(count: 100, seed: 43))
+            try await context.waitUntil(seconds: 10, "the first echo arrived (policy \(policy))") { open.messageCount == 1 }
+
+            try await context.step("suspending the server (policy \(policy))", seconds: 10) { await lifecycle.suspend() }
+            try await context.expectError(code: .unavailable, reason: .refused, "a call to the suspended server", within: 5) {
+                try await channel.startCall(handler: CallRecorder())
+            }
+            if policy == .close {
+                let status = try await context.status(of: open, "the open call after the server suspended (policy close)", seconds: 5)
+                try context.expect(status.error?.code == .unavailable, "the open call after the server suspended ended \(status); expected unavailable")
+                try await context.waitUntil(seconds: 5, "the server had no open call after the suspend (policy close)") { server.openCalls == 0 }
+            } else {
+                try await Task.sleep(for: .milliseconds(50))
+                try context.expect(open.status == nil, "the open call ended while the server was suspended (policy keep): \(open.status!)")
+            }
+
+            try await context.step("resuming the server (policy \(policy))", seconds: 10) { try await lifecycle.resume() }
+            if policy == .keep {
+                call.send(ConformancePattern.bytes(count: 100, seed: 431))
+                try await context.waitUntil(seconds: 10, "the kept call's echo after the resume") { open.messageCount == 2 }
+                call.cancel()
+            }
+            let message = ConformancePattern.bytes(count: 1000, seed: 432)
+            let fresh = try await context.step("a new call after the resume (policy \(policy))", seconds: 20) {
+                try await channel.withCall { call -> (replies: [[UInt8]], status: CallStatus) in
+                    try await call.write(message)
+                    try await call.finishSending()
+                    var replies: [[UInt8]] = []
+                    for try await reply in call.messages { replies.append(reply) }
+                    return (replies, await call.status())
+                }
+            }
+            try context.expectOK(fresh.status, "a new call after the resume (policy \(policy))")
+            try context.expect(fresh.replies == [message], "a new call after the resume (policy \(policy)) did not get its message back")
+            try context.expectWellBehaved(open, "the call open across the suspension (policy \(policy))")
+        }
+    }
+}
+
 extension ConformanceContext {
     /// A listener on the server transport (``localEndpoint()``) through `lifecycle`.
     func suspendableListener(_ lifecycle: Lifecycle, file: String = #fileID, line: Int = #line) async throws -> SuspendableListener {
