@@ -15,8 +15,9 @@ import Synchronization
 ///   any task, any number of times; they run one at a time, in the order they were
 ///   called. A suspend while suspended (or a resume while active) returns at once and
 ///   changes nothing. A resume called during a suspend waits for the suspend to finish,
-///   then resumes. Cancelling the task that called either does not cut it short (both
-///   are bounded: see the grace period).
+///   then resumes. Cancelling the task that called either does not cut it short (a
+///   suspend takes its hooks plus at most the grace period; a resume, its listens and
+///   hooks).
 /// - **Listeners** made with ``listen(on:using:options:)`` close the moment a suspend
 ///   begins, so a client that connects while suspended is refused at once (never left
 ///   hanging in a backlog); ``resume()`` reopens them on the same address and port (the
@@ -39,8 +40,8 @@ import Synchronization
 ///   follow their ``SuspendPolicy``. When a suspend begins, every registered connection's
 ///   `willSuspend` hook runs (in registration order, each awaited before the next, before
 ///   the grace period starts; a hook must not wait on the network), while background
-///   work may still use the connections. After the grace phase, `.close` connections are closed with
-///   ``Connection/close()``, which waits on nothing (queued writes complete with
+///   work may still use the connections. After the grace phase, `.close` connections
+///   are closed with ``Connection/close()``, which waits on nothing (queued writes complete with
 ///   `cancelled`/`closed` and their handlers hear `connectionDidClose(error: nil)`), and
 ///   their registrations end; `.keep` connections are left open, untouched, and their
 ///   `didResume` hooks run (in registration order, each awaited) at the end of the next
