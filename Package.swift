@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "echo-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackends",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoServer",

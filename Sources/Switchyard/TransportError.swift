@@ -127,6 +127,9 @@ extension TransportError {
         /// The descriptor under the connection was reclaimed or broken (EBADF, ENOTSOCK,
         /// ENOTCONN on a connection that was connected).
         public static let reclaimed = Reason("reclaimed")
+        /// The process is suspended (``Lifecycle/suspend()``): a call open when it
+        /// suspended, a call or a listen started while it is suspended.
+        public static let suspended = Reason("suspended")
         /// The peer broke the protocol (a bad frame).
         public static let protocolViolation = Reason("protocol violation")
         /// The connection was closed locally (a write or read after ``Connection/close()``).

@@ -93,6 +93,11 @@ import SwitchyardBackendKit
 ///   namespaces: these need root and
 ///   skip with one line without it, and skip the in-memory backend. Idle timeouts and
 ///   keepalive as such come with their issues.
+/// - Suspend and resume (behaviour 7 of the design, not in the checklist): 41 (listeners
+///   refuse at once while suspended and come back on their port), 42 and 43 (policy
+///   close, for connections and for a channel's calls), 44 (policy keep, with its
+///   hooks), 45 (the grace period ends on time with a black-holed peer), 46 (a call
+///   server under each policy).
 /// - K: TLS, UDP and traffic shaping are out of scope.
 public enum ConformanceKit {
     /// Every scenario, in a stable order.
@@ -137,6 +142,12 @@ public enum ConformanceKit {
         .pathChangeEndsCalls,                  // 38
         .addressRemovalEndsCalls,              // 39
         .reclaimedSocketEndsCall,              // 40
+        .suspendRefusesConnects,               // 41
+        .suspendClosesConnections,             // 42
+        .suspendEndsChannelCalls,              // 43
+        .suspendKeepsConnections,              // 44
+        .suspendExpiresOnTimeWithBlackHole,    // 45
+        .suspendCallServer,                    // 46
     ]
 
     /// The scenario named `name`, if any.

@@ -25,7 +25,9 @@ public final class Channel: Sendable {
     public let monitor: (any ConnectivityMonitor)?
     private let observation: ConnectivityObservation?
 
-    private let calls = CallSet()
+    let calls = CallSet()
+    /// Whether a ``Lifecycle`` the channel is registered with is suspended (Channel+Lifecycle.swift).
+    let suspension = ChannelSuspension()
 
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
@@ -60,9 +62,11 @@ public final class Channel: Sendable {
     /// Connects and starts a call whose events go to `handler`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
-    ///   channel is closed.
+    ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
+    ///   registered with is suspended.
     public func startCall(options: CallOptions = CallOptions(), handler: any CallHandler) async throws -> Call {
         try checkOpen()
+        try suspension.check()
         if let monitor, monitor.current.category == .none {
             throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
         }
@@ -76,6 +80,12 @@ public final class Channel: Sendable {
         guard calls.insertIfOpen(call) else {
             connection.close()
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
+        }
+        if let refusal = suspension.refusal {
+            // Suspended while connecting: the suspend may have missed this call.
+            forget(call)
+            connection.close()
+            throw refusal
         }
         call.start(handler: tracked)
         return call
