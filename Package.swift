@@ -83,10 +83,13 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // The epoll guard: the process's own epoll_ctl, so that libuv does not abort on a
+        // reclaimed descriptor (see its epoll_guard.c).
+        .target(name: "CSwitchyardEpollGuard"),
         .target(
             name: "SwitchyardUV",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix",
+                "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix", "CSwitchyardEpollGuard",
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
@@ -142,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "echo-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackends",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoServer",

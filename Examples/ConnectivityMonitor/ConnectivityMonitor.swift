@@ -2,10 +2,13 @@
 //
 //     connectivity-monitor [--debounce-ms MS] [--count N] [--duration SECONDS]
 //
-// The first line is the path now; every later line is one change, with a UTC timestamp:
+// The first line is the path now; every later line is one change, with a UTC timestamp,
+// and the addresses of the default route's interface in brackets (a change of them alone,
+// such as a new address from DHCP, is a line too):
 //
-//     connectivity-monitor: current wifi (wlan0)
-//     2025-06-01T12:00:03.512Z cellular (wwan0)
+//     connectivity-monitor: current wifi (wlan0) [192.168.1.20]
+//     2025-06-01T12:00:03.512Z wifi (wlan1) [10.0.0.7]
+//     2025-06-01T12:00:05.730Z cellular (wwan0) [100.64.3.9]
 //     2025-06-01T12:00:09.001Z none
 //
 // It watches the network namespace it runs in (`ip netns exec NS connectivity-monitor`
@@ -99,7 +102,7 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         // Observe first, then read the current path, so no change falls in between.
         let changes = monitor.changes
         let initial = monitor.current
-        print("connectivity-monitor: current \(initial)")
+        print("connectivity-monitor: current \(shown(initial))")
         fflush(nil)
 
         // Reachability, if asked for: its own transport and checker, following this monitor.
@@ -142,7 +145,7 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
                 for await path in changes where path != last {
                     last = path
                     seen += 1
-                    print("\(timestamp()) \(path)")
+                    print("\(timestamp()) \(shown(path))")
                     fflush(nil)
                     if let limit, seen >= limit { return "\(seen) change\(seen == 1 ? "" : "s")" }
                 }
@@ -184,6 +187,11 @@ private func signalStream(_ signals: Int32...) -> AsyncStream<Int32> {
         }
         continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
     }
+}
+
+/// A path as a line shows it: `wifi (wlan0) [192.168.1.20, 2001:db8::20]`.
+private func shown(_ path: ConnectivityPath) -> String {
+    path.addresses.isEmpty ? "\(path)" : "\(path) [\(path.addresses.sorted().joined(separator: ", "))]"
 }
 
 /// Now in UTC, ISO 8601 with milliseconds: `2025-06-01T12:00:03.512Z`.

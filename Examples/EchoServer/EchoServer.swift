@@ -3,6 +3,7 @@
 //     echo-server [--backend NAME] [--backend-library PATH ...] [--host HOST]
 //                 [--port PORT | --path PATH] [--event-loops N]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
+//                 [--suspend-policy close|keep] [--stop-after-suspend]
 //
 // With `--path`, it listens on a Unix-domain socket path instead (for a backend of
 // socket paths, such as the `unix` backend of Examples/UnixBackend).
@@ -23,11 +24,20 @@
 //
 // SIGINT or SIGTERM stops it gracefully (exit 0); a second signal during the grace
 // period stops it at once.
+//
+// SIGTSTP suspends it (a `Lifecycle`, driven by the toolkit's `LifecycleSignals`): the
+// listener closes, so connects are refused, and the open connections follow
+// `--suspend-policy`: `close` (the default) closes them, `keep` keeps them open and stops
+// reading them until the resume. It prints `suspended` once done, and with
+// `--stop-after-suspend` then stops itself (SIGSTOP). SIGCONT resumes it: the listener
+// reopens on the same port, kept connections read again, and it prints `resumed`.
 
 import ArgumentParser
 import Glibc
 import Switchyard
+import SwitchyardBackendKit
 import SwitchyardBackends
+import Synchronization
 
 @main
 struct EchoServer: AsyncParsableCommand {
@@ -37,7 +47,9 @@ struct EchoServer: AsyncParsableCommand {
         discussion: """
             Prints 'echo-server: listening on HOST:PORT (backend NAME)' once it accepts \
             connections (in framed mode preceded by 'echo-server: framed mode, flow \
-            control on|off'), and runs until SIGINT or SIGTERM.
+            control on|off'), and runs until SIGINT or SIGTERM. SIGTSTP suspends it (the \
+            listener closes; open connections follow --suspend-policy) and prints \
+            'suspended'; SIGCONT resumes it on the same port and prints 'resumed'.
             """)
 
     @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
@@ -70,6 +82,12 @@ struct EchoServer: AsyncParsableCommand {
 
     @Option(name: .customLong("grace-period"), help: "Seconds open connections get to finish at shutdown.")
     var gracePeriod = 2.0
+
+    @Option(name: .customLong("suspend-policy"), help: "What SIGTSTP does to open connections: 'close' closes them; 'keep' keeps them open and stops reading them until SIGCONT.")
+    var suspendPolicy: SuspendPolicySetting = .close
+
+    @Flag(name: .customLong("stop-after-suspend"), help: "After suspending on SIGTSTP, stop the process (SIGSTOP) until SIGCONT, as job control expects.")
+    var stopAfterSuspend = false
 
     func validate() throws {
         guard (0...65535).contains(port) else {
@@ -110,7 +128,32 @@ struct EchoServer: AsyncParsableCommand {
 
     func run() async throws {
         // Install the handlers before any transport thread exists.
-        let signals = SignalWaiter(SIGINT, SIGTERM)
+        let signals: AsyncStream<CInt>
+        do {
+            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
+        } catch {
+            fail("cannot handle SIGINT and SIGTERM: \(error)")
+        }
+        let lifecycle = Lifecycle()
+        let policy = suspendPolicy.policy
+        let lifecycleSignals: LifecycleSignals
+        do {
+            lifecycleSignals = try LifecycleSignals(driving: lifecycle, stopAfterSuspend: stopAfterSuspend) { error in
+                fail("cannot resume: \(error)")
+            }
+        } catch {
+            fail("cannot handle SIGTSTP and SIGCONT: \(error)")
+        }
+        // Printed before a --stop-after-suspend stop: the observer runs inside the suspend.
+        let announcements = lifecycle.observe { state in
+            if state == .suspended {
+                print("suspended")
+                fflush(nil)
+            } else if state == .active {
+                print("resumed")
+                fflush(nil)
+            }
+        }
         let name = Backends.selectedName(explicit: backend)
         let transport: any Transport
         do {
@@ -124,9 +167,9 @@ struct EchoServer: AsyncParsableCommand {
         let stopAccepting: () async -> Void
         switch mode {
         case .raw:
-            let listener: any Listener
+            let listener: SuspendableListener
             do {
-                listener = try await transport.listen(on: endpoint)
+                listener = try await lifecycle.listen(on: endpoint, using: transport)
             } catch {
                 await transport.shutdownNow()
                 fail("cannot listen on \(endpoint): \(error)")
@@ -136,7 +179,9 @@ struct EchoServer: AsyncParsableCommand {
 
             // Each accepted connection starts echoing on its own loop, with no task hop.
             listener.acceptConnections { connection in
-                connection.setHandler(RawEchoHandler(connection))
+                let handler = RawEchoHandler(connection)
+                connection.setHandler(handler)
+                handler.follow(lifecycle, policy: policy)
                 connection.startReading()
             }
             stopAccepting = {
@@ -152,7 +197,9 @@ struct EchoServer: AsyncParsableCommand {
                 flowController: flowControl ? FirstMessageAskedFlowController() : nil)
             let server: CallServer
             do {
-                server = try await CallServer.start(transport: transport, on: endpoint, options: options) { call in
+                server = try await CallServer.start(
+                    transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy
+                ) { call in
                     FramedEchoHandler(flowControl: flowControl)
                 }
             } catch {
@@ -165,14 +212,16 @@ struct EchoServer: AsyncParsableCommand {
             stopAccepting = { server.close() }
         }
 
-        let first = await signals.next()
+        let first = await next(of: signals)
         print("echo-server: \(signalName(first)), shutting down")
         fflush(nil)
+        lifecycleSignals.cancel()
+        announcements.cancel()
         await stopAccepting()
 
         // A second signal during the grace period cuts it short.
         let forced = Task {
-            _ = await signals.next()
+            _ = await next(of: signals)
             await transport.shutdownNow()
         }
         await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
@@ -188,6 +237,13 @@ enum EchoMode: String, ExpressibleByArgument, CaseIterable {
     case raw
     /// Calls: 5-byte prefixed messages, each echoed as a message, then a status.
     case framed
+}
+
+/// `--suspend-policy close|keep`.
+enum SuspendPolicySetting: String, ExpressibleByArgument, CaseIterable {
+    case close, keep
+
+    var policy: SuspendPolicy { self == .close ? .close : .keep }
 }
 
 /// `--flow-control on|off`.
@@ -265,6 +321,10 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     /// broken in `connectionDidClose`).
     private var connection: (any Connection)?
     private var paused = false
+    /// Whether the process is suspended (policy keep): reading stays off until resumed.
+    private var quiet = false
+    /// The lifecycle registration, ended when the connection closes.
+    private let registration = Mutex<LifecycleRegistration?>(nil)
 
     init(_ connection: any Connection) {
         self.connection = connection
@@ -282,7 +342,39 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     func connectionDidDrainWrites() {
         guard paused, let connection else { return }
         paused = false
-        connection.startReading()
+        if !quiet { connection.startReading() }
+    }
+
+    /// Registers the connection with `lifecycle` under `policy`; with `.keep` it stops
+    /// reading while suspended (the hooks hop to the connection's loop and wait for it,
+    /// so the suspend completes only once the connection is quiet).
+    func follow(_ lifecycle: Lifecycle, policy: SuspendPolicy) {
+        guard let connection else { return }
+        let loop = connection.eventLoop
+        let quiet: @Sendable (Bool) async -> Void = { quiet in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                loop.execute {
+                    self.setQuiet(quiet)
+                    continuation.resume()
+                }
+            }
+        }
+        let made = lifecycle.register(
+            connection, policy: policy,
+            willSuspend: { await quiet(true) },
+            didResume: { await quiet(false) })
+        registration.withLock { $0 = made }
+    }
+
+    /// On the loop: stops or restarts reading for a suspension.
+    private func setQuiet(_ quiet: Bool) {
+        guard let connection, self.quiet != quiet else { return }
+        self.quiet = quiet
+        if quiet {
+            connection.stopReading()
+        } else if !paused {
+            connection.startReading()
+        }
     }
 
     func connectionDidReadEnd() {
@@ -293,58 +385,15 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
 
     func connectionDidClose(error: TransportError?) {
         connection = nil
+        registration.withLock { $0 }?.cancel()
     }
 }
 
-/// Waits for signals without doing anything unsafe in a signal handler: the handler
-/// only writes the signal number to a pipe, and a thread reads it.
-final class SignalWaiter: Sendable {
-    private let readEnd: Int32
-
-    init(_ signals: Int32...) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { fail("pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        readEnd = fds[0]
-        signalPipeWriteEnd = fds[1]
-        for signal in signals {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { signal in
-                var byte = UInt8(truncatingIfNeeded: signal)
-                let saved = errno
-                _ = write(signalPipeWriteEnd, &byte, 1)
-                errno = saved
-            }
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = SA_RESTART
-            sigaction(signal, &action, nil)
-        }
-    }
-
-    /// The next signal that arrives.
-    func next() async -> Int32 {
-        let fd = readEnd
-        return await withCheckedContinuation { continuation in
-            // A thread of its own for the blocking read: borrowing a Dispatch or
-            // cooperative-pool thread for it delayed the first echoes by about 0.7 s
-            // when the process was pinned to one core.
-            startThread {
-                var byte: UInt8 = 0
-                while true {
-                    let n = read(fd, &byte, 1)
-                    if n == 1 { break }
-                    if n < 0, errno == EINTR { continue }
-                    fail("reading the signal pipe failed")
-                }
-                continuation.resume(returning: Int32(byte))
-            }
-        }
-    }
+/// The next signal of `signals` (SIGTERM if the stream ended).
+private func next(of signals: AsyncStream<CInt>) async -> CInt {
+    var iterator = signals.makeAsyncIterator()
+    return await iterator.next() ?? SIGTERM
 }
-
-/// The write end of the signal pipe: set once, before any handler is installed, and
-/// only read afterwards (from the signal handler, which cannot capture context).
-nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
 
 private func signalName(_ signal: Int32) -> String {
     switch signal {
@@ -372,21 +421,4 @@ func writeStandardError(_ text: String) {
             offset += n
         }
     }
-}
-
-/// Runs `work` on a new detached thread (a pthread: the server links no Foundation,
-/// which would add about 8 MiB of mapped libraries to its resident size).
-func startThread(_ work: @escaping @Sendable () -> Void) {
-    final class Box {
-        let work: @Sendable () -> Void
-        init(_ work: @escaping @Sendable () -> Void) { self.work = work }
-    }
-    let box = Unmanaged.passRetained(Box(work))
-    var thread = pthread_t()
-    let status = pthread_create(&thread, nil, { raw in
-        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().work()
-        return nil
-    }, box.toOpaque())
-    guard status == 0 else { fail("pthread_create: \(String(cString: strerror(status)))") }
-    pthread_detach(thread)
 }

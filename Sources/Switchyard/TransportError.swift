@@ -116,11 +116,20 @@ extension TransportError {
         public static let stalled = Reason("stalled")
         /// The connectivity category changed under the connection.
         public static let connectivityChanged = Reason("connectivity changed")
+        /// The network path under the connection changed within one category: the
+        /// default route moved to another interface, or the local address the connection
+        /// uses went away (Wi-Fi that moved to another hotspot). The old socket would
+        /// stall without an error, so a ``Channel`` ends its calls on the old path at once
+        /// (see ``PathChange``).
+        public static let pathChanged = Reason("path changed")
         /// No interface carries a default route (the category is `none`).
         public static let noConnectivity = Reason("no connectivity")
         /// The descriptor under the connection was reclaimed or broken (EBADF, ENOTSOCK,
         /// ENOTCONN on a connection that was connected).
         public static let reclaimed = Reason("reclaimed")
+        /// The process is suspended (``Lifecycle/suspend()``): a call open when it
+        /// suspended, a call or a listen started while it is suspended.
+        public static let suspended = Reason("suspended")
         /// The peer broke the protocol (a bad frame).
         public static let protocolViolation = Reason("protocol violation")
         /// The connection was closed locally (a write or read after ``Connection/close()``).

@@ -26,6 +26,10 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     private let lifecycle: TransportLifecycle<EpollEventLoop>
     private var socket: Socket?
     let descriptor: CInt
+    /// The socket `descriptor` held when the connection was made: an error that ends
+    /// the connection is `reclaimed` if the descriptor no longer holds it (see
+    /// ``SocketIdentity``; nil only if `fstat` failed on the fresh socket).
+    let socketIdentity: SocketIdentity?
     /// Loop-confined and touched on every write: no runtime exclusivity check.
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// Completions collected by a flush, run after the state settled (reused).
@@ -51,6 +55,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
         lifecycle: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) {
         self.descriptor = socket.descriptor
+        self.socketIdentity = SocketIdentity(descriptor: socket.descriptor)
         self.socket = .some(socket)
         self.loop = loop
         self.localSocketAddress = local
@@ -99,13 +104,18 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     }
 
     /// The error for a failed system call on this connection: the errno table's, except
-    /// that with a stall timeout the kernel's stall errors mean `stalled`.
+    /// that with a stall timeout the kernel's stall errors mean `stalled`, and that it is
+    /// `reclaimed` when the descriptor no longer holds the connection's socket (checked
+    /// once, here, on the way to ending the connection: `EPIPE` from a fresh socket
+    /// `dup2`ed over it would otherwise read as a reset, `ENOENT`/`EPERM` from
+    /// `epoll_ctl` as an internal or permission error).
     func transportError(_ error: SyscallError, while doing: String) -> TransportError {
         failure(errno: error.errno, message: "\(doing): \(error.call) failed")
     }
 
     private func failure(errno code: CInt, message: String) -> TransportError {
-        ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
+        let error = ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
+        return socketIdentity?.connectionError(error, descriptor: descriptor) ?? error
     }
 
     /// Closes the descriptor of a connection that never reached its loop (the loop had

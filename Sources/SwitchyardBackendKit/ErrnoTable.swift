@@ -19,7 +19,7 @@ public enum ErrnoTable {
     public static let entries: [Entry] = [
         Entry(errno: ECONNREFUSED, name: "ECONNREFUSED", code: .unavailable, reason: .refused),
         Entry(errno: ECONNRESET, name: "ECONNRESET", code: .unavailable, reason: .reset),
-        Entry(errno: ECONNABORTED, name: "ECONNABORTED", code: .unavailable, reason: .reset),
+        Entry(errno: ECONNABORTED, name: "ECONNABORTED", code: .unavailable, reason: .reclaimed),
         Entry(errno: EPIPE, name: "EPIPE", code: .unavailable, reason: .reset),
         Entry(errno: ETIMEDOUT, name: "ETIMEDOUT", code: .unavailable, reason: .timedOut),
         Entry(errno: EHOSTUNREACH, name: "EHOSTUNREACH", code: .unavailable, reason: .unreachable),

@@ -49,6 +49,25 @@ public struct TCPInfo: Sendable, Hashable {
     }
 }
 
+/// What `fstat` says a descriptor refers to (``Posix/fileStatus(_:)``).
+public struct FileStatus: Sendable, Hashable {
+    /// `st_dev`.
+    public var device: UInt64
+    /// `st_ino`.
+    public var inode: UInt64
+    /// `st_mode`: the file type (`S_IFMT` bits) and permissions.
+    public var mode: UInt32
+
+    public init(device: UInt64, inode: UInt64, mode: UInt32) {
+        self.device = device
+        self.inode = inode
+        self.mode = mode
+    }
+
+    /// Whether it is a socket (`S_IFSOCK`).
+    public var isSocket: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFSOCK) }
+}
+
 /// The outcome of a nonblocking call: done with a value, or it would have blocked.
 public enum IOResult<Value> {
     case done(Value)
@@ -167,22 +186,30 @@ public enum Posix {
         try getOption(fd, level: SOL_SOCKET, name: SO_ERROR, as: CInt.self, initial: 0)
     }
 
+    /// Receives what is there, never blocking (`MSG_DONTWAIT`, also on a descriptor that
+    /// was reclaimed and replaced by a blocking one: see ``SocketIdentity``).
     public static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
-        try syscall("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
+        try syscall("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) }
     }
 
-    /// Sends without ever raising SIGPIPE.
+    /// The flags of every send: never a SIGPIPE (`MSG_NOSIGNAL`), never blocking
+    /// (`MSG_DONTWAIT`, also on a reclaimed descriptor replaced by a blocking socket).
+    /// Unlike `write`/`writev`, a send fails with `ENOTSOCK` on anything that is not a
+    /// socket, so bytes are never reported sent into `/dev/null`, a file or a pipe.
+    static let sendFlags = CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT)
+
+    /// Sends without ever raising SIGPIPE or blocking (``sendFlags``).
     public static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
-        try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, CInt(MSG_NOSIGNAL)) }
+        try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, sendFlags) }
     }
 
-    /// Gathers `count` iovecs into one send, without ever raising SIGPIPE (`sendmsg`
-    /// rather than `writev`, which takes no flags and so cannot say MSG_NOSIGNAL).
+    /// Gathers `count` iovecs into one send, without ever raising SIGPIPE or blocking
+    /// (``sendFlags``; `sendmsg` rather than `writev`, which takes no flags).
     public static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = iovecs
         message.msg_iovlen = count
-        return try syscall("sendmsg") { Glibc.sendmsg(fd, &message, CInt(MSG_NOSIGNAL)) }
+        return try syscall("sendmsg") { Glibc.sendmsg(fd, &message, sendFlags) }
     }
 
     public static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
@@ -192,6 +219,14 @@ public enum Posix {
     /// Closes a descriptor. Never retried (see ``InterruptPolicy/wouldBlock``).
     public static func close(_ fd: CInt) throws(SyscallError) {
         _ = try syscall("close", onInterrupt: .wouldBlock) { Glibc.close(fd) }
+    }
+
+    /// `fstat`: what `fd` refers to now (its device, inode and file type). See
+    /// ``SocketIdentity``.
+    public static func fileStatus(_ fd: CInt) throws(SyscallError) -> FileStatus {
+        var status = stat()
+        _ = try syscallNonBlocking("fstat") { Glibc.fstat(fd, &status) }
+        return FileStatus(device: UInt64(status.st_dev), inode: UInt64(status.st_ino), mode: UInt32(status.st_mode))
     }
 
     public static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {

@@ -49,7 +49,8 @@ import SwitchyardBackendKit
 /// - C1, C2 (12), C5 (13), C6 (12; 13 measures CPU while pushed back).
 /// - D1, D3, D6, D8, D9 (5), D4, D5, D7 (10), D2 (1: one end-of-stream event, still
 ///   open until closed).
-/// - E1 (7; 1 and 6: a normal close gives no error), E3 (7), E6 (7), E7 (1, 10), E8 (6).
+/// - E1 (7; 1 and 6: a normal close gives no error), E3 (7), E4 (40: a descriptor
+///   reclaimed by dup2 or ss -K ends the call `reclaimed`), E6 (7), E7 (1, 10), E8 (6).
 /// - F1, F2 (11), F3 (1), F4 (callbacks are checked to run on the connection's loop;
 ///   37: no call callback runs inside the handler's own calls to its `Call`), F6 (14), F8 (14: `shutdownNow`; 17: the grace
 ///   period, except an early return once every connection closed).
@@ -78,8 +79,8 @@ import SwitchyardBackendKit
 ///   per-read requests, and connections are returned already active.
 /// - B6 (try-write), B8 (read-buffer allocator): no such API; backends own their read
 ///   buffers.
-/// - E2 (reset with writes pending), E4 (broken descriptor, reason `reclaimed`): need
-///   fault injection under the backend; they come with the suspend/reclaim work.
+/// - E2 (reset with writes pending): needs fault injection under the backend; it comes
+///   with the suspend work.
 /// - E5: handler callbacks do not throw.
 /// - G1: buffers are Swift arrays released by ARC.
 /// - H3 (concurrent, cancellable lookups): comes with the resolver tests.
@@ -87,9 +88,16 @@ import SwitchyardBackendKit
 ///   awaiting a reply, with a real link taken down and a black hole, in network
 ///   namespaces; 32: an injected reset), and J1, J3, J5 with real links and the
 ///   rtnetlink monitor (33: a switch from a `wlan0` to a `wwan0` link; 34: no link at
-///   all, then one back; 35: a flapping link), also in namespaces: these need root and
+///   all, then one back; 35: a flapping link; 38: a path change within `wifi`, from a
+///   `wlan0` to a `wlan1` link; 39: the address in use removed from the link), also in
+///   namespaces: these need root and
 ///   skip with one line without it, and skip the in-memory backend. Idle timeouts and
 ///   keepalive as such come with their issues.
+/// - Suspend and resume (behaviour 7 of the design, not in the checklist): 41 (listeners
+///   refuse at once while suspended and come back on their port), 42 and 43 (policy
+///   close, for connections and for a channel's calls), 44 (policy keep, with its
+///   hooks), 45 (the grace period ends on time with a black-holed peer), 46 (a call
+///   server under each policy).
 /// - K: TLS, UDP and traffic shaping are out of scope.
 public enum ConformanceKit {
     /// Every scenario, in a stable order.
@@ -131,6 +139,15 @@ public enum ConformanceKit {
         .linkFlapIsOneChange,                  // 35
         .acceptHandler,                        // 36
         .callHandlerNotReentered,              // 37
+        .pathChangeEndsCalls,                  // 38
+        .addressRemovalEndsCalls,              // 39
+        .reclaimedSocketEndsCall,              // 40
+        .suspendRefusesConnects,               // 41
+        .suspendClosesConnections,             // 42
+        .suspendEndsChannelCalls,              // 43
+        .suspendKeepsConnections,              // 44
+        .suspendExpiresOnTimeWithBlackHole,    // 45
+        .suspendCallServer,                    // 46
     ]
 
     /// The scenario named `name`, if any.

@@ -12,13 +12,19 @@ import Synchronization
 /// lowest metric wins (ties: IPv4, then the lower interface index). The interface is
 /// classified by the `classify` function, by default ``InterfaceClassifier/classify(name:)``
 /// (sysfs hints, then name patterns). No such route: ``ConnectivityCategory/none``.
+/// The path also lists that interface's addresses (``ConnectivityPath/addresses``, IPv6
+/// link-local ones left out), so a move of the default route to another interface of
+/// the same category, and an address of the path that goes away, are changes a
+/// ``Channel`` sees as path changes (``PathChange``); an address added to that interface
+/// is a change too (no connection ends for it).
 ///
 /// ## Timing
 /// `init` subscribes, then reads the tables (a dump of links, addresses and routes) before
 /// it returns, so ``current`` is right at once. Notifications are debounced (see
 /// ``ConnectivityStateMachine/Configuration``): with the defaults a change is reported
 /// about 50 ms after the last message of its burst, and a flap of 10 link toggles within
-/// 50 ms is at most two reported changes. After a link goes down or an address goes away,
+/// 50 ms is at most two reported changes. Address removals are debounced the same way.
+/// After a link goes down or an address goes away,
 /// the kernel flushes IPv4 routes without announcing it, so the monitor reads the tables
 /// again before it reports such a burst.
 ///

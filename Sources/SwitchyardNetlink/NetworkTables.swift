@@ -106,7 +106,7 @@ public enum NetworkEvent: Sendable, Hashable {
 struct NetworkTables: Sendable, Hashable {
     /// What applying an event did to the tables.
     enum Change: Equatable {
-        /// Nothing that the category depends on.
+        /// Nothing that the path depends on.
         case none
         /// The tables changed.
         case changed
@@ -145,9 +145,11 @@ struct NetworkTables: Sendable, Hashable {
             defaultRoutes = defaultRoutes.filter { $0.interfaceIndex != index }
             return hadInterface || routeCount != defaultRoutes.count ? .changed : .none
         case .addressAdded(let address):
-            // A new address changes no default route by itself.
-            addresses[address.interfaceIndex, default: []].insert(address)
-            return .none
+            // A new address changes no default route by itself, but it is part of the
+            // path when its interface carries a default route.
+            let inserted = addresses[address.interfaceIndex, default: []].insert(address).inserted
+            let routed = defaultRoutes.contains { $0.interfaceIndex == address.interfaceIndex }
+            return inserted && routed ? .changed : .none
         case .addressRemoved(let address):
             guard addresses[address.interfaceIndex]?.remove(address) != nil else { return .none }
             return .needsResynchronization
@@ -166,7 +168,9 @@ struct NetworkTables: Sendable, Hashable {
     }
 
     /// The path the tables describe: the interface of the usable default route with the
-    /// lowest metric (ties: IPv4 first, then the lower interface index), classified.
+    /// lowest metric (ties: IPv4 first, then the lower interface index), classified, with
+    /// its addresses (IPv6 link-local ones left out: a connection over the default route
+    /// never has one as its source).
     func path(classify: (String) -> ConnectivityCategory) -> ConnectivityPath {
         var best: (route: DefaultRoute, interface: NetworkInterface)?
         for route in defaultRoutes {
@@ -175,7 +179,11 @@ struct NetworkTables: Sendable, Hashable {
             best = (route, interface)
         }
         guard let best else { return .none }
-        return ConnectivityPath(category: classify(best.interface.name), interface: best.interface.name)
+        var local: Set<String> = []
+        for address in addresses[best.interface.index] ?? [] {
+            if let text = address.pathAddress { local.insert(text) }
+        }
+        return ConnectivityPath(category: classify(best.interface.name), interface: best.interface.name, addresses: local)
     }
 
     private static func precedes(_ a: DefaultRoute, _ b: DefaultRoute) -> Bool {
@@ -183,5 +191,19 @@ struct NetworkTables: Sendable, Hashable {
         if a.family != b.family { return a.family == .ipv4 }
         if a.interfaceIndex != b.interfaceIndex { return a.interfaceIndex < b.interfaceIndex }
         return a.gateway.lexicographicallyPrecedes(b.gateway)
+    }
+}
+
+extension InterfaceAddress {
+    /// The address as a path lists it (an IP literal, as ``Endpoint/host`` is written),
+    /// or nil for an IPv6 link-local address (`fe80::/10`) or malformed bytes.
+    var pathAddress: String? {
+        switch family {
+        case .ipv4:
+            return bytes.count == 4 ? IPAddress.formatIPv4(bytes) : nil
+        case .ipv6:
+            guard bytes.count == 16, !(bytes[0] == 0xfe && bytes[1] & 0xc0 == 0x80) else { return nil }
+            return IPAddress.formatIPv6(bytes)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import CLibUV
+import Glibc
 import Switchyard
 import SwitchyardBackendKit
 
@@ -10,8 +11,13 @@ import SwitchyardBackendKit
 /// ``stopReading()``. The alloc callback hands libuv the loop's one read buffer, and the
 /// bytes go to the handler borrowed, so a read allocates nothing.
 ///
-/// **Writes.** With nothing queued, a write goes out at once with `uv_try_write`, and only
-/// the tail the kernel did not take is copied and queued. Queued writes go to libuv as
+/// **Writes.** With nothing queued, a write goes out at once with `send`/`sendmsg` on the
+/// handle's descriptor (`MSG_NOSIGNAL | MSG_DONTWAIT`; the toolkit's ``Posix`` calls), and
+/// only the tail the kernel did not take is copied and queued. It is what `uv_try_write`
+/// would do (libuv's queue is empty whenever ours is) at the same cost, one system call,
+/// except that `uv_try_write` uses `write`/`writev`, which succeed on `/dev/null`, a file
+/// or a pipe put in the socket's place: `send` fails there with `ENOTSOCK`, so a write is
+/// never reported sent into a reclaimed descriptor. Queued writes go to libuv as
 /// one gathered `uv_write` (up to 64 buffers) on the connection's one reusable request;
 /// they complete in its write callback, in order, and the next batch starts there. So at
 /// most one request is in flight, and libuv's own queue never holds more than it.
@@ -22,6 +28,20 @@ import SwitchyardBackendKit
 /// **Half-close** is `uv_shutdown`, issued once every queued write is in the kernel; its
 /// callback completes ``shutdownOutput(completion:)``. **Close** is `uv_close`, **reset**
 /// `uv_tcp_close_reset` (linger 0); both close the descriptor at once.
+///
+/// **Reclaimed descriptors** (see ``SocketIdentity``): the socket's identity is read when
+/// the connection is made; an error or an end of stream (libuv reads with `read`, which
+/// ends a stream on `/dev/null` too) is checked against it once, and the connection ends
+/// `unavailable`/`reclaimed` when the descriptor no longer holds the socket. An
+/// `epoll_ctl` of libuv's that fails on the replacement (libuv 1.44 would abort) is
+/// caught by the epoll guard and ends the connection through ``watchFailed(errno:)``
+/// (see ``UVEventLoop``). Two narrow races stay open, both needing another thread to
+/// `dup2` within microseconds, where libuv's own `writev` can put queued bytes into a
+/// replacement that takes `write` (`/dev/null`, a file, a pipe) and report them sent:
+/// between a partial immediate send and the `uv_write` that follows in the same turn
+/// (libuv writes at once when its queue is empty), and between `epoll_wait` returning
+/// writability of the old socket and libuv acting on it. Closing them would take libuv
+/// writing with `send`.
 ///
 /// Callbacks caused by a user's call are deferred to the end of the loop's turn; those
 /// caused by libuv run in libuv's callback (which is never inside a user's call).
@@ -43,6 +63,11 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVConnection?
+    /// The handle's descriptor (libuv keeps it until the handle closes).
+    private let descriptor: CInt
+    /// The socket `descriptor` held when the connection was made (nil only if `fstat`
+    /// failed then): see ``SocketIdentity``.
+    private let identity: SocketIdentity?
     var state = ConnectionStateMachine()
 
     /// The first `inFlightCount` entries of the queue are in the `uv_write` in flight,
@@ -69,6 +94,8 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         self.localAddress = local
         self.remoteAddress = remote
         self.lifecycle = lifecycle
+        self.descriptor = csy_uv_tcp_fileno(tcp)
+        self.identity = SocketIdentity(descriptor: descriptor)
         tcp.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         keepAlive = self
     }
@@ -81,6 +108,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
             terminate(.transportShutdown(), deferCallbacks: false)
             return false
         }
+        loop.track(self, descriptor: descriptor)
         return true
     }
 
@@ -104,6 +132,10 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
 
     func readInterestChanged() {
         guard let stream else { return }
+        if let failure = reclaimedBeforeWatching() {
+            terminate(failure, deferCallbacks: true)
+            return
+        }
         guard state.shouldRead else {
             if !state.readEnded { _ = uv_read_stop(stream) }
             return
@@ -127,9 +159,45 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     }
 
     /// The error for a libuv code that ended this connection: the table's, except that
-    /// with a stall timeout the kernel's stall errors mean `stalled`.
+    /// with a stall timeout the kernel's stall errors mean `stalled`, and that it is
+    /// `reclaimed` when the descriptor no longer holds the connection's socket (one
+    /// `fstat`, on the way to ending the connection).
     private func failure(_ code: Int32, _ what: String) -> TransportError {
-        UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
+        let error = UVErrorTable.connectionError(code, what, stallDetection: stallDetection)
+        return identity?.connectionError(error, descriptor: descriptor) ?? error
+    }
+
+    // MARK: reclaimed descriptors
+
+    /// libuv's `epoll_ctl` failed with `code` on this connection's descriptor, and the
+    /// epoll guard reported it (``UVEventLoop``): libuv believes it watches a descriptor
+    /// it does not, so the connection ends, `reclaimed` when the descriptor no longer
+    /// holds its socket (as it does whenever libuv's own state is right). Call on the loop.
+    func watchFailed(errno code: CInt) {
+        guard state.isOpen else { return }
+        terminate(failure(-code, "watching \(remoteAddress): libuv's epoll_ctl failed"), deferCallbacks: false)
+    }
+
+    /// Without the epoll guard (``UVEventLoop/epollGuarded`` false: SwitchyardUV in a
+    /// library loaded at run time), the error to end the connection with if its descriptor
+    /// no longer holds its socket, checked (one `fstat`) before each call that changes what
+    /// libuv watches (`uv_read_start`/`uv_read_stop`, `uv_write`, `uv_shutdown`), since
+    /// libuv would abort on the `epoll_ctl` that follows. This narrows the window, it does
+    /// not close it: a replacement between the check and libuv's next poll still aborts.
+    /// With the guard (the usual case), nil at no cost.
+    private func reclaimedBeforeWatching() -> TransportError? {
+        guard !loop.epollGuarded, let identity, identity.check(descriptor) != .same else { return nil }
+        let unknown = TransportError(code: .internal, reason: .ioError, message: "watching \(remoteAddress)")
+        return identity.connectionError(unknown, descriptor: descriptor)
+    }
+
+    /// Ends the connection `reclaimed` if its descriptor no longer holds its socket (the
+    /// epoll guard lost reports, so every connection checks). Call on the loop.
+    func checkDescriptor() {
+        guard state.isOpen, let identity else { return }
+        let unknown = TransportError(code: .internal, reason: .ioError, message: "watching \(remoteAddress): libuv's epoll_ctl failed")
+        let checked = identity.connectionError(unknown, descriptor: descriptor)
+        if checked.reason == .reclaimed { terminate(checked, deferCallbacks: false) }
     }
 
     // MARK: reading
@@ -139,6 +207,12 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         if count > 0 {
             state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[..<count]))
         } else if count == Int(UV_EOF.rawValue) {
+            // libuv reads with read(2), which ends a stream on /dev/null, a file or a pipe
+            // put in the socket's place too: one fstat per connection tells them apart.
+            if let identity, identity.check(descriptor) != .same {
+                terminate(failure(Int32(count), "reading from \(remoteAddress)"), deferCallbacks: false)
+                return
+            }
             // libuv has stopped reading (UV_HANDLE_READING is cleared at EOF).
             state.readDidEnd()?.connectionDidReadEnd()
         } else if count < 0 {
@@ -148,38 +222,43 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
 
     // MARK: writing
 
-    /// Writes `head` (if any) then `body` at once with `uv_try_write`, gathered; the count
-    /// the kernel took, or nil after a failure that ended the connection (its callbacks
-    /// deferred: a user call is on the stack).
+    /// Writes `head` (if any) then `body` at once, gathered, with `send`/`sendmsg` on the
+    /// descriptor (see the type's comment for why not `uv_try_write`); the count the kernel
+    /// took, or nil after a failure that ended the connection (its callbacks deferred: a
+    /// user call is on the stack). Called only with nothing queued, so libuv has nothing
+    /// queued either and the bytes cannot overtake a `uv_write`.
     private func tryWrite(_ head: UnsafeRawBufferPointer?, _ body: UnsafeRawBufferPointer) -> Int? {
-        guard let stream else { return 0 }
-        func buffer(_ bytes: UnsafeRawBufferPointer) -> uv_buf_t {
-            uv_buf_init(
-                UnsafeMutableRawPointer(mutating: bytes.baseAddress!).assumingMemoryBound(to: CChar.self),
-                UInt32(min(bytes.count, Self.maxBufferBytes)))
-        }
-        let status: Int32
-        if let head, !head.isEmpty, !body.isEmpty {
-            var buffers = (buffer(head), buffer(body))
-            status = withUnsafeMutableBytes(of: &buffers) { raw in
-                uv_try_write(stream, raw.baseAddress!.assumingMemoryBound(to: uv_buf_t.self), 2)
+        guard tcp != nil else { return 0 }
+        let result: IOResult<Int>
+        do {
+            if let head, !head.isEmpty, !body.isEmpty {
+                // Two iovecs on the stack: no allocation.
+                result = try withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors throws(SyscallError) in
+                    vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress), iov_len: head.count)
+                    vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: body.baseAddress), iov_len: body.count)
+                    return try Posix.sendGathered(descriptor, vectors.baseAddress!, count: 2)
+                }
+            } else {
+                let single = (head?.isEmpty ?? true) ? body : head!
+                if single.isEmpty { return 0 }
+                result = try Posix.send(descriptor, single)
             }
-        } else {
-            let single = (head?.isEmpty ?? true) ? body : head!
-            if single.isEmpty { return 0 }
-            var one = buffer(single)
-            status = uv_try_write(stream, &one, 1)
+        } catch {
+            // On Linux a libuv code is the negated errno.
+            terminate(failure(-error.errno, "writing to \(remoteAddress)"), deferCallbacks: true)
+            return nil
         }
-        if status >= 0 { return Int(status) }
-        if status == UV_EAGAIN.rawValue { return 0 }
-        terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: true)
-        return nil
+        switch result {
+        case .done(let sent): return sent
+        case .wouldBlock: return 0
+        }
     }
 
     /// Hands the queued writes to libuv as one gathered `uv_write`, unless one is in
     /// flight. Returns the error when libuv refuses the write at once.
     private func startWriteIfIdle() -> TransportError? {
         guard !writeInFlight, let stream, !state.writes.isEmpty else { return nil }
+        if let failure = reclaimedBeforeWatching() { return failure }
         let buffers = loop.writeBuffers
         var count = 0
         var used = 0
@@ -268,6 +347,10 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// Issues `uv_shutdown` for the output shutdown the state machine began.
     private func issueShutdown(inUserCall: Bool) {
         guard let stream else { return }
+        if let failure = reclaimedBeforeWatching() {
+            terminate(failure, deferCallbacks: inUserCall)
+            return
+        }
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         request.pointee.data = Unmanaged.passRetained(self).toOpaque()
         let status = uv_shutdown(request, stream, { request, status in
@@ -309,6 +392,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         let shuttingDown = state.isShuttingDownOutput
         guard let ending = state.end(with: error, bytesTaken: taken) else { return }
         lifecycle.remove(self)
+        loop.untrack(self, descriptor: descriptor)
         if let tcp {
             self.tcp = nil
             let handle = csy_uv_tcp_handle(tcp)

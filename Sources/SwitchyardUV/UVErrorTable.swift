@@ -28,7 +28,7 @@ package enum UVErrorTable {
     package static let entries: [Entry] = [
         Entry(code: UV_ECONNREFUSED.rawValue, name: "UV_ECONNREFUSED", transportCode: .unavailable, reason: .refused),
         Entry(code: UV_ECONNRESET.rawValue, name: "UV_ECONNRESET", transportCode: .unavailable, reason: .reset),
-        Entry(code: UV_ECONNABORTED.rawValue, name: "UV_ECONNABORTED", transportCode: .unavailable, reason: .reset),
+        Entry(code: UV_ECONNABORTED.rawValue, name: "UV_ECONNABORTED", transportCode: .unavailable, reason: .reclaimed),
         Entry(code: UV_EPIPE.rawValue, name: "UV_EPIPE", transportCode: .unavailable, reason: .reset),
         Entry(code: UV_ETIMEDOUT.rawValue, name: "UV_ETIMEDOUT", transportCode: .unavailable, reason: .timedOut),
         Entry(code: UV_EHOSTUNREACH.rawValue, name: "UV_EHOSTUNREACH", transportCode: .unavailable, reason: .unreachable),

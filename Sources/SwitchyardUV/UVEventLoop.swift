@@ -1,4 +1,5 @@
 import CLibUV
+import CSwitchyardEpollGuard
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
@@ -18,6 +19,14 @@ import Synchronization
 /// whole loop and a read allocates nothing.
 ///
 /// The loop thread blocks SIGPIPE (libuv writes with `write(2)`, not `MSG_NOSIGNAL`).
+///
+/// **Reclaimed descriptors.** libuv calls `abort()` when `epoll_ctl` fails in its poll,
+/// which a descriptor reclaimed underneath a connection makes it do (`ENOENT`, `EPERM`,
+/// `EBADF`). The loop's epoll descriptor is registered with the epoll guard
+/// (`CSwitchyardEpollGuard`, the process's own `epoll_ctl`): such a failure is reported
+/// to libuv as success, recorded, and the loop woken; ``takeReclaimedDescriptors()`` then
+/// ends the connection on that descriptor `reclaimed`. The loop knows its connections by
+/// descriptor for that (one dictionary entry per connection, none per message).
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks` (a mutex), `threadID`
 /// (atomic) and the immutable pointers is touched only on the loop's thread, or before
@@ -52,6 +61,16 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// The buffer every connection on this loop reads into; valid only on the loop.
     let readBuffer: UnsafeMutableRawBufferPointer
     static let readBufferSize = 64 * 1024
+    /// The open connections by descriptor, for the epoll guard's reports.
+    private var connectionsByDescriptor: [CInt: UVConnection] = [:]
+    /// The epoll guard's slot for libuv's epoll descriptor (-1: not guarded).
+    private let guardSlot: CInt
+    /// Whether the epoll guard protects this loop: registered, and the `epoll_ctl` libuv
+    /// binds to is the guard's. Not when SwitchyardUV lives in a library loaded at run
+    /// time (libuv's call was bound to libc's first); its connections then check their
+    /// descriptor before each change of what libuv watches (see ``UVConnection``).
+    let epollGuarded: Bool
+
     /// Scratch buffers for gathered writes (libuv copies them into its request).
     let writeBuffers: UnsafeMutablePointer<uv_buf_t>
     static let writeBufferCount = 64
@@ -79,6 +98,12 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         }
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
         writeBuffers = .allocate(capacity: Self.writeBufferCount)
+        // Woken from inside libuv's poll, on the loop thread: uv_async_send only marks the
+        // wake-up and writes its eventfd, so the poll returns at once.
+        guardSlot = csy_epoll_guard_register(uv_backend_fd(loop), { context in
+            _ = uv_async_send(context!.assumingMemoryBound(to: uv_async_t.self))
+        }, UnsafeMutableRawPointer(async))
+        epollGuarded = guardSlot >= 0 && csy_epoll_guard_is_active() == 1
         // Unretained: the loop object outlives its thread (the group joins before release).
         async.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         try startThread(name: name)
@@ -91,6 +116,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
                 run()
             }
         } catch {
+            csy_epoll_guard_unregister(guardSlot)
             uv_close(csy_uv_async_handle(async), nil)
             _ = uv_run(loop, UV_RUN_DEFAULT)
             _ = uv_loop_close(loop)
@@ -138,6 +164,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     }
 
     private func runTasks() {
+        takeReclaimedDescriptors()
         tasks.runBatch { deferred.run() }
         localWakePending = false
         if !localTasks.isEmpty {
@@ -155,9 +182,51 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     private func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
         _ = uv_run(loop, UV_RUN_DEFAULT)
+        csy_epoll_guard_unregister(guardSlot)
         let result = uv_loop_close(loop)
         closeResult = leakedHandles > 0 ? UV_EBUSY.rawValue : result
         threadID.store(0, ordering: .releasing)
+    }
+
+    // MARK: reclaimed descriptors
+
+    /// Tracks an open connection by its descriptor. Call on the loop.
+    func track(_ connection: UVConnection, descriptor: CInt) {
+        connectionsByDescriptor[descriptor] = connection
+    }
+
+    /// Stops tracking `connection` (it ended). Call on the loop.
+    func untrack(_ connection: UVConnection, descriptor: CInt) {
+        if connectionsByDescriptor[descriptor] === connection { connectionsByDescriptor[descriptor] = nil }
+    }
+
+    /// Ends the connections whose descriptor the epoll guard reported (libuv's
+    /// `epoll_ctl` failed on it); when the guard lost reports, checks every connection.
+    /// A descriptor that is not a connection's (a connect in progress, a listener) is
+    /// left to its owner's own end (its timeout, its close). Runs on every wake-up: with
+    /// nothing recorded it is one call that reads one counter.
+    private func takeReclaimedDescriptors() {
+        guard guardSlot >= 0 else { return }
+        let capacity = 16
+        let ended = withUnsafeTemporaryAllocation(of: CInt.self, capacity: 2 * capacity) { buffer in
+            let fds = buffer.baseAddress!
+            let errnos = fds + capacity
+            var ended = false
+            while true {
+                let taken = Int(csy_epoll_guard_take(guardSlot, fds, errnos, CInt(capacity)))
+                if taken < 0 {
+                    for connection in Array(connectionsByDescriptor.values) { connection.checkDescriptor() }
+                    ended = true
+                    continue
+                }
+                for index in 0..<taken {
+                    connectionsByDescriptor[fds[index]]?.watchFailed(errno: errnos[index])
+                }
+                ended = ended || taken > 0
+                if taken < capacity { return ended }
+            }
+        }
+        if ended { drainDeferred() }
     }
 
     /// Runs on the loop as its last task: no more work is taken, what was queued runs,

@@ -138,6 +138,14 @@ final class Subprocess: @unchecked Sendable {
         return await wait(timeout: timeout)
     }
 
+    /// The child's process id.
+    var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Sends `signal` to the child if it still runs, without waiting.
+    func send(_ signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
     /// Kills the child if it still runs; for `defer`.
     func killIfRunning() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

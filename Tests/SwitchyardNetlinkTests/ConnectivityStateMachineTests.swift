@@ -259,7 +259,9 @@ struct ConnectivityStateMachineTests {
         let wlan0 = NetworkInterface(index: Link.wlan, name: "wlan0")
         #expect(machine.receive(.interfaceChanged(wlan0), at: .zero) == .none)
         #expect(machine.receive(.defaultRouteAdded(.v4(Link.wlan)), at: .zero) == .none)
-        let address = InterfaceAddress(interfaceIndex: Link.wlan, family: .ipv4, bytes: [10, 0, 0, 2], prefixLength: 24)
+        // An address of an interface without a default route (one of the default route's
+        // interface is part of the path: ConnectivityStateMachinePathTests).
+        let address = InterfaceAddress(interfaceIndex: Link.wwan, family: .ipv4, bytes: [10, 0, 0, 2], prefixLength: 24)
         #expect(machine.receive(.addressAdded(address), at: .zero) == .none)
         #expect(machine.timerFired(at: .seconds(1)) == .none)
         // A renamed link keeps its name when a message leaves it out.

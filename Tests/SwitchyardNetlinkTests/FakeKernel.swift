@@ -8,9 +8,26 @@ import SwitchyardNetlink
 struct FakeKernel {
     private(set) var interfaces: [Int32: NetworkInterface] = [:]
     private(set) var routes: [DefaultRoute] = []
+    private(set) var addresses: [InterfaceAddress] = []
 
     var snapshot: NetworkSnapshot {
-        NetworkSnapshot(interfaces: interfaces.values.sorted { $0.index < $1.index }, defaultRoutes: routes)
+        NetworkSnapshot(interfaces: interfaces.values.sorted { $0.index < $1.index }, addresses: addresses, defaultRoutes: routes)
+    }
+
+    mutating func addAddress(_ address: InterfaceAddress) -> [NetworkEvent] {
+        addresses.append(address)
+        return [.addressAdded(address)]
+    }
+
+    /// `ip addr del`: when it was the interface's last IPv4 address, the kernel flushes
+    /// the interface's IPv4 routes without a notification (as for a link taken down).
+    mutating func removeAddress(_ address: InterfaceAddress) -> [NetworkEvent] {
+        guard addresses.contains(address) else { return [] }
+        addresses.removeAll { $0 == address }
+        if address.family == .ipv4, !addresses.contains(where: { $0.interfaceIndex == address.interfaceIndex && $0.family == .ipv4 }) {
+            routes.removeAll { $0.interfaceIndex == address.interfaceIndex && $0.family == .ipv4 }
+        }
+        return [.addressRemoved(address)]
     }
 
     mutating func addLink(_ index: Int32, _ name: String) -> [NetworkEvent] {
@@ -41,6 +58,7 @@ struct FakeKernel {
 
     mutating func deleteLink(_ index: Int32) -> [NetworkEvent] {
         interfaces[index] = nil
+        addresses.removeAll { $0.interfaceIndex == index }
         routes.removeAll { $0.interfaceIndex == index }
         return [.interfaceRemoved(index: index)]
     }
@@ -144,6 +162,16 @@ enum Link {
     static let wlan: Int32 = 3
     static let wwan: Int32 = 4
     static let eth: Int32 = 2
+    static let wlan1: Int32 = 5
+}
+
+extension InterfaceAddress {
+    static func v4(_ index: Int32, _ bytes: [UInt8], prefix: UInt8 = 24) -> InterfaceAddress {
+        InterfaceAddress(interfaceIndex: index, family: .ipv4, bytes: bytes, prefixLength: prefix)
+    }
+    static func v6(_ index: Int32, _ bytes: [UInt8], prefix: UInt8 = 64) -> InterfaceAddress {
+        InterfaceAddress(interfaceIndex: index, family: .ipv6, bytes: bytes, prefixLength: prefix)
+    }
 }
 
 extension FakeKernel {

@@ -35,7 +35,7 @@ struct NetlinkConnectivityMonitorTests {
         do {
             let monitor = try await namespaces.inClient { try NetlinkConnectivityMonitor() }
             defer { monitor.close() }
-            #expect(monitor.current == ConnectivityPath(category: .wifi, interface: wlan))
+            #expect(monitor.current == ConnectivityPath(category: .wifi, interface: wlan, addresses: ["10.214.1.1"]))
             let log = ChangeLog()
             let observation = monitor.observe { log.record($0) }
             defer { observation.cancel() }
@@ -114,7 +114,7 @@ struct NetlinkConnectivityMonitorTests {
         // close() ends the thread and closes the descriptors before it returns.
         for _ in 0..<10 {
             let monitor = try await namespaces.inClient { try NetlinkConnectivityMonitor() }
-            #expect(monitor.current == ConnectivityPath(category: .wired, interface: "eth0-\(pid)"))
+            #expect(monitor.current == ConnectivityPath(category: .wired, interface: "eth0-\(pid)", addresses: ["10.214.3.1"]))
             monitor.close()
             #expect(socketDescriptors() == before)
         }
@@ -187,7 +187,7 @@ struct NetlinkConnectivityMonitorTests {
         func text() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
         let deadline = ContinuousClock.now + .seconds(5)
         while !text().contains("current"), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(text().hasPrefix("connectivity-monitor: current wifi (\(wlan))\n"), "\(text())")
+        #expect(text().hasPrefix("connectivity-monitor: current wifi (\(wlan)) [10.214.4.1]\n"), "\(text())")
 
         try #require(namespaces.ip("route replace default via 10.214.5.2 dev \(wwan)"))
         process.waitUntilExit()
@@ -195,9 +195,9 @@ struct NetlinkConnectivityMonitorTests {
         let lines = text().split(separator: "\n").map(String.init)
         #expect(lines.count == 3, "\(lines)")
         if lines.count == 3 {
-            // "2025-06-01T12:00:03.512Z cellular (wwan0-PID)"
-            #expect(lines[1].hasSuffix("Z cellular (\(wwan))"), "\(lines[1])")
-            #expect(lines[1].count == "2025-06-01T12:00:03.512Z cellular (\(wwan))".count, "\(lines[1])")
+            // "2025-06-01T12:00:03.512Z cellular (wwan0-PID) [10.214.5.1]"
+            #expect(lines[1].hasSuffix("Z cellular (\(wwan)) [10.214.5.1]"), "\(lines[1])")
+            #expect(lines[1].count == "2025-06-01T12:00:03.512Z cellular (\(wwan)) [10.214.5.1]".count, "\(lines[1])")
             #expect(lines[2] == "connectivity-monitor: stopped (1 change)")
         }
 

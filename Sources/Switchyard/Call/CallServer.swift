@@ -9,9 +9,9 @@ public final class CallServer: Sendable {
     /// The listener's address (its port, when listening on port 0).
     public let localAddress: Endpoint
     private let listener: any Listener
-    private let calls: CallSet
+    let calls: CallSet
 
-    private init(listener: any Listener, options: CallOptions, makeHandler: @escaping @Sendable (Call) -> any CallHandler) {
+    init(listener: any Listener, options: CallOptions, makeHandler: @escaping @Sendable (Call) -> any CallHandler) {
         self.listener = listener
         self.localAddress = listener.localAddress
         let calls = CallSet()
@@ -41,7 +41,14 @@ public final class CallServer: Sendable {
         transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
-        try await start(transport: transport, on: endpoint, options: options) { call in
+        try await start(transport: transport, on: endpoint, options: options, makeHandler: asyncHandler(serve))
+    }
+
+    /// The handler maker that runs `serve` for each call on the call's event loop.
+    static func asyncHandler(
+        _ serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
+    ) -> @Sendable (Call) -> any CallHandler {
+        { call in
             let async = AsyncCall()
             async.attach(call)
             Task(executorPreference: call.eventLoop) {

@@ -10,7 +10,10 @@ import Synchronization
 /// A channel follows its ``ConnectivityMonitor`` (behaviour 2 of the design): when the
 /// category changes, every open call ends with `unavailable`, reason `connectivity
 /// changed`, and its connection is reset; the next call connects afresh over the new
-/// path. While the category is ``ConnectivityCategory/none`` a new call fails at once
+/// path. A path change within one category (the default route on another interface, or
+/// an address of the path gone: ``PathChange`` has the rule) ends the calls on the old
+/// path the same way, reason `path changed`, as soon as the monitor reports it.
+/// While the category is ``ConnectivityCategory/none`` a new call fails at once
 /// with `unavailable`, reason `no connectivity`. When one call's connection breaks
 /// (it ends `unavailable` without a status), the network under the channel is suspect
 /// and its other open calls end the same way.
@@ -22,7 +25,9 @@ public final class Channel: Sendable {
     public let monitor: (any ConnectivityMonitor)?
     private let observation: ConnectivityObservation?
 
-    private let calls = CallSet()
+    let calls = CallSet()
+    /// Whether a ``Lifecycle`` the channel is registered with is suspended (Channel+Lifecycle.swift).
+    let suspension = ChannelSuspension()
 
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
@@ -37,17 +42,16 @@ public final class Channel: Sendable {
             return
         }
         let calls = self.calls
-        let last = Mutex(monitor.current.category)
+        let last = Mutex(monitor.current)
         observation = monitor.observe { path in
-            let changed = last.withLock { last in
-                defer { last = path.category }
-                return last != path.category
+            let change = last.withLock { last in
+                defer { last = path }
+                return PathChange(from: last, to: path)
             }
-            guard changed else { return }
-            let error = TransportError(
-                code: .unavailable, reason: .connectivityChanged,
-                message: "the network changed to \(path) under the call")
-            for call in calls.all { call.terminate(with: error) }
+            guard let error = change.error else { return }
+            for call in calls.all where change.ends(connectionFrom: call.connection.localAddress) {
+                call.terminate(with: error)
+            }
         }
     }
 
@@ -58,9 +62,11 @@ public final class Channel: Sendable {
     /// Connects and starts a call whose events go to `handler`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
-    ///   channel is closed.
+    ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
+    ///   registered with is suspended.
     public func startCall(options: CallOptions = CallOptions(), handler: any CallHandler) async throws -> Call {
         try checkOpen()
+        try suspension.check()
         if let monitor, monitor.current.category == .none {
             throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
         }
@@ -74,6 +80,12 @@ public final class Channel: Sendable {
         guard calls.insertIfOpen(call) else {
             connection.close()
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
+        }
+        if let refusal = suspension.refusal {
+            // Suspended while connecting: the suspend may have missed this call.
+            forget(call)
+            connection.close()
+            throw refusal
         }
         call.start(handler: tracked)
         return call

@@ -19,13 +19,25 @@ public struct ConnectivityCategory: Sendable, Hashable, CustomStringConvertible 
 }
 
 /// The network path as a monitor sees it: the category and the interface that carries
-/// the default route (nil for ``ConnectivityCategory/none``).
+/// the default route (nil for ``ConnectivityCategory/none``), and that interface's local
+/// addresses.
+///
+/// Two paths of one category can still be two networks: Wi-Fi that moved to another
+/// hotspot (the default route on another interface), or the same interface with a new
+/// address. A ``Channel`` tells them apart with ``PathChange``.
 public struct ConnectivityPath: Sendable, Hashable, CustomStringConvertible {
     public var category: ConnectivityCategory
     public var interface: String?
-    public init(category: ConnectivityCategory, interface: String? = nil) {
+    /// The local addresses of ``interface`` that connections over the default route can
+    /// have as their source, as IP literals (`10.0.0.2`, `2001:db8::2`; IPv6 link-local
+    /// addresses are left out). Empty when the monitor does not know them (a
+    /// ``ManualConnectivityMonitor`` fed without them), and for
+    /// ``ConnectivityCategory/none``. Not part of ``description``.
+    public var addresses: Set<String>
+    public init(category: ConnectivityCategory, interface: String? = nil, addresses: Set<String> = []) {
         self.category = category
         self.interface = interface
+        self.addresses = addresses
     }
     public static let none = ConnectivityPath(category: .none)
     public var description: String { interface.map { "\(category) (\($0))" } ?? "\(category)" }
@@ -41,8 +53,11 @@ public struct ConnectivityPath: Sendable, Hashable, CustomStringConvertible {
 ///   ``ConnectivityObservation/cancel()`` stops the calls.
 /// - A burst of underlying events (netlink messages) is one change: implementations
 ///   debounce.
-/// - What a change means to open calls is the ``Channel``'s business: a category
-///   change ends them with `unavailable`, reason `connectivity changed`.
+/// - What a change means to open calls is the ``Channel``'s business (the rule is
+///   ``PathChange``): a category change ends them with `unavailable`, reason
+///   `connectivity changed`; a change of interface, or an address of the path gone,
+///   within one category ends those on the old path with `unavailable`, reason `path
+///   changed`; new addresses alone end nothing.
 ///
 /// Implementations: the Linux rtnetlink monitor (`SwitchyardNetlink`), the
 /// ``ManualConnectivityMonitor`` (tests, and platforms that deliver their own events).
@@ -125,6 +140,11 @@ public final class ConnectivityObservers: Sendable {
 
 /// A monitor fed by hand: tests, and platforms whose own API delivers connectivity
 /// events (for example where rtnetlink is closed to the process).
+///
+/// A platform that knows the interface and its addresses reports them in the path, so a
+/// move to another network of the same category (another Wi-Fi hotspot) is a path
+/// change to the channels that follow it: `report(ConnectivityPath(category: .wifi,
+/// interface: "wlan1", addresses: ["192.168.7.20"]))`.
 public final class ManualConnectivityMonitor: ConnectivityMonitor {
     private let observers: ConnectivityObservers
 

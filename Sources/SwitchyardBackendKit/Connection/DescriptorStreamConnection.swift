@@ -9,6 +9,11 @@ public import Switchyard
 /// the default ``shutDownOutputNow()``), all through ``Posix`` (`sendmsg` with
 /// `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE).
 ///
+/// A descriptor reclaimed underneath the connection (see ``SocketIdentity``): sends are
+/// `send`/`sendmsg`, which fail on anything but a socket, so nothing is reported sent into
+/// `/dev/null`, a file or a pipe put in its place; with ``socketIdentity`` set, the error
+/// that ends the connection says `reclaimed`.
+///
 /// The backend keeps what is its own: how it watches the descriptor (``updateInterest()``),
 /// its event handler, which calls ``flushWrites()`` when the descriptor is writable and
 /// ``readAvailable(rounds:)`` when it is readable and ``ConnectionStateMachine/shouldRead``,
@@ -41,9 +46,16 @@ public protocol DescriptorStreamConnection: StreamConnection where Loop: Descrip
     /// ``flushWrites()``; start it empty.
     var finishedWrites: [WriteCompletion] { get set }
 
+    /// The socket ``descriptor`` held when the connection was made, read once with
+    /// ``SocketIdentity/init(descriptor:)``: an error that ends the connection is then
+    /// `reclaimed` when the descriptor was replaced underneath it (see ``SocketIdentity``).
+    /// The default is nil: no check.
+    var socketIdentity: SocketIdentity? { get }
+
     /// The error for a failed system call on this connection, `doing` naming what it was
-    /// (`"writing to …"`). The default is ``ErrnoTable/error(_:while:)``; a backend with
-    /// its own meanings (the kernel's stall errors as `stalled`) supplies its own.
+    /// (`"writing to …"`). The default is ``ErrnoTable/error(_:while:)``, `reclaimed` when
+    /// ``socketIdentity`` finds the descriptor replaced; a backend with its own meanings
+    /// (the kernel's stall errors as `stalled`) supplies its own.
     func transportError(_ error: SyscallError, while doing: String) -> TransportError
 
     /// Brings what the loop watches the descriptor for up to date: input while
@@ -54,8 +66,11 @@ public protocol DescriptorStreamConnection: StreamConnection where Loop: Descrip
 }
 
 extension DescriptorStreamConnection {
+    public var socketIdentity: SocketIdentity? { nil }
+
     public func transportError(_ error: SyscallError, while doing: String) -> TransportError {
-        ErrnoTable.error(error, while: doing)
+        let mapped = ErrnoTable.error(error, while: doing)
+        return socketIdentity?.connectionError(mapped, descriptor: descriptor) ?? mapped
     }
 
     /// ``StreamConnection/sendNow(_:_:)``: ``sendToDescriptor(_:_:)``.

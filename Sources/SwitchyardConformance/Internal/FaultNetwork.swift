@@ -15,10 +15,14 @@ import Synchronization
 ///   which holds the server's address, 10.214.100.1, on its loopback. The client reaches
 ///   it only through its default route, which starts on the Wi-Fi link: moving the route
 ///   moves new connections (and their source address) to the other link.
+/// - ``Layout/twoWifi`` (the path-change scenarios): the same with two Wi-Fi links,
+///   `wlan0-…` at 10.214.1.1 and `wlan1-…` at 10.214.3.1 (server ends 10.214.1.2,
+///   10.214.3.2), so moving the default route keeps the category `wifi`.
 ///
 /// - Names are unique to the run: namespaces `sykit-c-PID-N` / `sykit-s-PID-N`, links
 ///   `syc<PID>n<N>` / `sys<PID>n<N>`, or `wlan0-<PID>n<N>` / `wwan0-<PID>n<N>` with peers
-///   `syw<PID>n<N>` / `syp<PID>n<N>` (at most 15 characters, the kernel's limit: a long
+///   `syw<PID>n<N>` / `syp<PID>n<N>` (`wlan1-<PID>n<N>` with peer `syv<PID>n<N>` for the
+///   second Wi-Fi link) (at most 15 characters, the kernel's limit: a long
 ///   process id is written in base 36).
 /// - Nothing in the machine's own namespace is touched: veth pairs are made inside the
 ///   client's namespace with their peer in the server's, and nft rules go into a table
@@ -37,6 +41,9 @@ final class FaultNetwork: Sendable {
         /// A `wlan0-…` and a `wwan0-…` veth pair, a server address behind both, the
         /// default route on the first.
         case wifiAndCellular
+        /// A `wlan0-…` and a `wlan1-…` veth pair, a server address behind both, the
+        /// default route on the first.
+        case twoWifi
     }
 
     /// One veth pair from the client's namespace to the server's, on `10.214.S.0/24`.
@@ -59,12 +66,18 @@ final class FaultNetwork: Sendable {
         }
 
         var description: String { "\(link) (\(clientAddress))" }
+
+        /// The path a netlink monitor in the client's namespace reports while the default
+        /// route is on this link (its IPv6 link-local address is not listed).
+        func monitoredPath(_ category: ConnectivityCategory) -> ConnectivityPath {
+            ConnectivityPath(category: category, interface: link, addresses: [clientAddress])
+        }
     }
 
     let clientNamespace: String
     let serverNamespace: String
     /// The veth pairs, in the order of the layout (direct: one; wifiAndCellular: the
-    /// Wi-Fi one, then the cellular one).
+    /// Wi-Fi one, then the cellular one; twoWifi: wlan0, then wlan1).
     let paths: [Path]
     /// Where the server listens.
     let serverAddress: String
@@ -95,6 +108,12 @@ final class FaultNetwork: Sendable {
             paths = [
                 Path(link: name("wlan0-"), peer: name("syw"), subnet: 1),
                 Path(link: name("wwan0-"), peer: name("syp"), subnet: 2),
+            ]
+            serverAddress = "10.214.100.1"
+        case .twoWifi:
+            paths = [
+                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1),
+                Path(link: name("wlan1-"), peer: name("syv"), subnet: 3),
             ]
             serverAddress = "10.214.100.1"
         }
@@ -133,7 +152,7 @@ final class FaultNetwork: Sendable {
                 ["ip", "-n", c, "link", "set", path.link, "up"],
             ]
         }
-        if layout == .wifiAndCellular {
+        if layout != .direct {
             steps += [
                 ["ip", "-n", s, "addr", "add", "\(network.serverAddress)/32", "dev", "lo"],
                 ["ip", "-n", c, "route", "add", "default", "via", network.paths[0].gateway, "dev", network.paths[0].link],
@@ -177,6 +196,28 @@ final class FaultNetwork: Sendable {
     /// route if there is one, adds it if not).
     func routeDefault(via path: Path) throws {
         try Self.check(["ip", "-n", clientNamespace, "route", "replace", "default", "via", path.gateway, "dev", path.link])
+    }
+
+    /// Adds `address` (a `/24` of `path`'s subnet) to the client's end of `path`, as a
+    /// secondary address that is promoted to primary when the first one is removed (the
+    /// link's `promote_secondaries` is set first; without it removing the primary address
+    /// removes every other one of its subnet, and the routes over them, too).
+    func addClientAddress(_ address: String, to path: Path) async throws {
+        let setting = "/proc/sys/net/ipv4/conf/\(path.link)/promote_secondaries"
+        let written = try await run(in: clientNamespace) { () -> Bool in
+            // /proc/sys/net belongs to the network namespace of the thread that opens it.
+            let fd = open(setting, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            return write(fd, "1\n", 2) == 2
+        }
+        guard written else { throw NetworkError(message: "cannot write 1 to \(setting) in \(clientNamespace)") }
+        try Self.check(["ip", "-n", clientNamespace, "addr", "add", "\(address)/24", "dev", path.link])
+    }
+
+    /// Removes `address` (a `/24`) from the client's end of `path`.
+    func removeClientAddress(_ address: String, from path: Path) throws {
+        try Self.check(["ip", "-n", clientNamespace, "addr", "del", "\(address)/24", "dev", path.link])
     }
 
     /// Runs `commands` (`ip` command lines without the `ip`, such as `link set X down`) in

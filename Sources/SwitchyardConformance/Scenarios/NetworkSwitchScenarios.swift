@@ -41,10 +41,10 @@ extension ConformanceScenario {
             }
             active.call.send(ConformancePattern.bytes(count: 1 << 20, seed: 33))
             let report = try await rig.report(after: 0, since: command, "the switch to \(cellular.link)") {
-                $0 == ConnectivityPath(category: .cellular, interface: cellular.link)
+                $0 == cellular.monitoredPath(.cellular)
             }
             try context.expectEqual(
-                rig.changes.all.map(\.path), [ConnectivityPath(category: .cellular, interface: cellular.link)],
+                rig.changes.all.map(\.path), [cellular.monitoredPath(.cellular)],
                 "the monitor's changes after wifi (\(wifi.link))")
             try await rig.expectEnded(
                 [("the call with data in flight", active), ("the call awaiting a reply", waiting)],
@@ -87,7 +87,7 @@ extension ConformanceScenario {
                 try rig.network.routeDefault(via: cellular)
             }
             _ = try await rig.report(after: count, since: back, "\(cellular.link) back with a default route") {
-                $0 == ConnectivityPath(category: .cellular, interface: cellular.link)
+                $0 == cellular.monitoredPath(.cellular)
             }
             try await rig.expectCallWorks(on: channel, over: cellular, "the first call after the link returned")
         }
@@ -130,7 +130,7 @@ extension ConformanceScenario {
             let routed = ContinuousClock.now
             try context.networkStep("routing the default route over \(wifi.link) again") { try rig.network.routeDefault(via: wifi) }
             _ = try await rig.report(after: flap.count, since: routed, "the default route back on \(wifi.link)") {
-                $0 == ConnectivityPath(category: .wifi, interface: wifi.link)
+                $0 == wifi.monitoredPath(.wifi)
             }
             try await rig.expectCallWorks(on: channel, over: wifi, "the first call after the flap")
 
@@ -138,7 +138,7 @@ extension ConformanceScenario {
             // descriptor before it returns (the runner checks that none is left open);
             // the last path stays.
             rig.monitor.close()
-            try context.expectEqual(rig.monitor.current, ConnectivityPath(category: .wifi, interface: wifi.link), "the monitor's path after close")
+            try context.expectEqual(rig.monitor.current, wifi.monitoredPath(.wifi), "the monitor's path after close")
         }
     }
 }
@@ -245,9 +245,12 @@ extension ConformanceContext {
     /// layout, transports of this pair on both sides of it, and a netlink monitor made on
     /// a thread inside the client's namespace, whose path must start as wifi over the
     /// `wlan0-…` link. Skips as ``withFaultNetwork(_:_:)`` does. The monitor is closed
-    /// afterwards, also when `body` fails.
-    func withMonitoredNetwork(_ body: @escaping @Sendable (MonitoredRig) async throws -> Void) async throws {
-        try await withFaultNetwork(.wifiAndCellular) { rig in
+    /// afterwards, also when `body` fails. (With the ``FaultNetwork/Layout/twoWifi``
+    /// layout, the rig's `cellular` path is the `wlan1-…` link.)
+    func withMonitoredNetwork(
+        _ layout: FaultNetwork.Layout = .wifiAndCellular, _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
+    ) async throws {
+        try await withFaultNetwork(layout) { rig in
             let network = rig.network
             let monitor: NetlinkConnectivityMonitor
             do {
@@ -259,7 +262,7 @@ extension ConformanceContext {
             let changes = Collected<PathReport>()
             let observation = monitor.observe { changes.append(PathReport(at: .now, path: $0)) }
             defer { observation.cancel() }
-            let wifi = ConnectivityPath(category: .wifi, interface: network.paths[0].link)
+            let wifi = network.paths[0].monitoredPath(.wifi)
             try expectEqual(monitor.current, wifi, "the netlink monitor's path at start")
             try await body(MonitoredRig(base: rig, monitor: monitor, changes: changes))
         }
@@ -267,7 +270,7 @@ extension ConformanceContext {
 }
 
 /// A duration in milliseconds with one decimal (sub-millisecond times), for the logs.
-private func fineMilliseconds(_ duration: Duration) -> String {
+func fineMilliseconds(_ duration: Duration) -> String {
     let (seconds, attoseconds) = duration.components
     let tenths = seconds * 10_000 + attoseconds / 100_000_000_000_000
     return "\(tenths / 10).\(tenths % 10) ms"

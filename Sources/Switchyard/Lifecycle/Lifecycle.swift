@@ -1,0 +1,473 @@
+import DequeModule
+import Synchronization
+
+/// Suspend and resume for a process or a server (behaviour 7 of the design): one object
+/// that the process owns, and that its listeners, connections and channels are
+/// registered with.
+///
+/// ## Contract
+///
+/// - **States.** ``LifecycleState/active`` → ``suspend()`` →
+///   ``LifecycleState/suspending`` → ``LifecycleState/suspended`` → ``resume()`` →
+///   ``LifecycleState/resuming`` → ``LifecycleState/active``. ``observe(_:)`` hears every
+///   change, in order.
+/// - **Call order and idempotence.** ``suspend()`` and ``resume()`` may be called from
+///   any task, any number of times; they run one at a time, in the order they were
+///   called. A suspend while suspended (or a resume while active) returns at once and
+///   changes nothing. A resume called during a suspend waits for the suspend to finish,
+///   then resumes. Cancelling the task that called either does not cut it short (a
+///   suspend takes its hooks plus at most the grace period; a resume, its listens and
+///   hooks).
+/// - **Listeners** made with ``listen(on:using:options:)`` close the moment a suspend
+///   begins, so a client that connects while suspended is refused at once (never left
+///   hanging in a backlog); ``resume()`` reopens them on the same address and port (the
+///   port a `port: 0` listener got the first time). Their ``SuspendableListener/connections``
+///   (or ``SuspendableListener/acceptConnections(_:)`` handler) go on across suspensions.
+///   A listener that cannot reopen (its port was taken meanwhile, its transport shut
+///   down) is closed for good, and ``resume()`` throws its error after resuming the rest.
+///   Listening while suspending or suspended throws `unavailable`, reason `suspended`.
+/// - **Background work.** ``beginBackgroundWork(_:expiration:)`` returns a token the
+///   caller ends with ``BackgroundWork/end()``. A suspend waits for every token that is
+///   outstanding (begun before the suspend, or during it) for at most ``gracePeriod``.
+///   When the grace period runs out first, the expiration handler of each token still
+///   outstanding runs once, in the order the work began, on the suspending task; the
+///   tokens count as ended (a later ``BackgroundWork/end()`` does nothing), and the
+///   suspend goes on at once without waiting for anything else: the grace period is
+///   timed by the clock, never by the network, so a black-holed peer cannot delay it.
+///   Work begun once the suspend is past its grace phase, or while suspended, expires at
+///   once: its handler runs on a new task. An expiration handler must not block.
+/// - **Connections** registered with ``register(_:policy:willSuspend:didResume:)``
+///   follow their ``SuspendPolicy``. When a suspend begins, every registered connection's
+///   `willSuspend` hook runs (in registration order, each awaited before the next, before
+///   the grace period starts; a hook must not wait on the network), while background
+///   work may still use the connections. After the grace phase, `.close` connections
+///   are closed with ``Connection/close()``, which waits on nothing (queued writes complete with
+///   `cancelled`/`closed` and their handlers hear `connectionDidClose(error: nil)`), and
+///   their registrations end; `.keep` connections are left open, untouched, and their
+///   `didResume` hooks run (in registration order, each awaited) at the end of the next
+///   resume. The hooks run on the task that suspends or resumes, not on the connection's
+///   loop: to change loop-confined state (or to be sure a `stopReading()` took effect
+///   before the suspend goes on), hop to the loop and await the hop.
+///   A connection registered while the lifecycle is suspending or suspended gets at once
+///   what the others got (its `willSuspend`, on a new task; closed when `.close` and
+///   suspended).
+/// - **Channels** registered with ``register(_:)`` keep making calls while the suspend
+///   is in its grace phase (background work may need them). After it, every open call
+///   ends with `unavailable`, reason `suspended` (its connection reset), and until the
+///   resume ends a new call fails at once with the same error, without connecting.
+///   After resume the next call connects afresh.
+/// - **Call servers** started with a lifecycle
+///   (``CallServer/start(transport:on:options:lifecycle:policy:makeHandler:)``) listen on a
+///   ``SuspendableListener``; under `.close` their open calls end with `unavailable`,
+///   reason `suspended` (the peer sees its connection reset), under `.keep` they go on.
+/// - **Registrations** end with ``LifecycleRegistration/cancel()`` (the lifecycle stops
+///   acting on the object; a channel cancelled while suspended makes calls again). The
+///   lifecycle holds registered connections and channels weakly: one that is gone is
+///   dropped.
+/// - **Errors.** ``suspend()`` never throws. ``resume()`` throws only a listener's
+///   failure to reopen (the lifecycle is active anyway).
+///
+/// On Linux, `SwitchyardBackendKit`'s `LifecycleSignals` drives a lifecycle from
+/// `SIGTSTP` (suspend) and `SIGCONT` (resume).
+public final class Lifecycle: Sendable {
+    /// How long a suspend waits for outstanding background work before it expires it.
+    public let gracePeriod: Duration
+
+    private struct Participant {
+        let id: UInt64
+        let participant: any LifecycleParticipant
+    }
+    private struct OutstandingWork {
+        let id: UInt64
+        let work: BackgroundWork
+    }
+
+    private struct State {
+        var phase: LifecycleState = .active
+        /// Whether new background work is waited for (false from the end of a suspend's
+        /// grace phase until the next resume begins).
+        var waitsForWork = true
+        var participants: [Participant] = []
+        var work: [OutstandingWork] = []
+        var observers: [UInt64: Observer] = [:]
+        var nextID: UInt64 = 0
+        /// The suspend waiting for the last background work to end.
+        var drainWaiter: CheckedContinuation<Void, Never>?
+        var drainCancelled = false
+        /// Whether a suspend or resume is running; the rest wait in `queue`.
+        var busy = false
+        var queue: Deque<CheckedContinuation<Void, Never>> = []
+
+        mutating func takeID() -> UInt64 {
+            nextID += 1
+            return nextID
+        }
+    }
+
+    /// An observer (a class: see ``AcceptedConnections``' note on closures in a `Mutex`).
+    private final class Observer: Sendable {
+        let body: @Sendable (LifecycleState) -> Void
+        init(_ body: @escaping @Sendable (LifecycleState) -> Void) { self.body = body }
+    }
+
+    private let state = Mutex(State())
+
+    /// A lifecycle, active, whose suspends give background work up to `gracePeriod`.
+    public init(gracePeriod: Duration = .seconds(5)) {
+        precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative")
+        self.gracePeriod = gracePeriod
+    }
+
+    /// The state now.
+    public var current: LifecycleState { state.withLock { $0.phase } }
+
+    /// Calls `observer` with every state change from now on, in order, on the task that
+    /// made the change, until the registration is cancelled.
+    public func observe(_ observer: @escaping @Sendable (LifecycleState) -> Void) -> LifecycleRegistration {
+        let id = state.withLock { state in
+            let id = state.takeID()
+            state.observers[id] = Observer(observer)
+            return id
+        }
+        return LifecycleRegistration { [weak self] in
+            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
+        }
+    }
+
+    // MARK: - Registering
+
+    /// Listens on `endpoint` with `transport`, on a listener that closes on suspend and
+    /// reopens on the same port on resume.
+    /// - Throws: what ``Transport/listen(on:options:)`` throws; `unavailable`, reason
+    ///   `suspended`, while suspending or suspended.
+    public func listen(
+        on endpoint: Endpoint, using transport: any Transport, options: ListenOptions = ListenOptions()
+    ) async throws -> SuspendableListener {
+        try refuseWhileSuspended("cannot listen on \(endpoint)")
+        let inner = try await transport.listen(on: endpoint, options: options)
+        let listener = SuspendableListener(inner, transport: transport, options: options)
+        add(listener)
+        return listener
+    }
+
+    /// Registers `connection` to follow `policy` on suspend. `willSuspend` runs when a
+    /// suspend begins (for both policies), `didResume` when a resume ends (`.keep` only:
+    /// a `.close` connection is gone by then). Both run on the task that suspends or
+    /// resumes, which awaits them, not on the connection's loop: hop there
+    /// (``EventLoop/execute(_:)``) and await the hop to touch loop-confined state.
+    @discardableResult
+    public func register(
+        _ connection: any Connection, policy: SuspendPolicy,
+        willSuspend: (@Sendable () async -> Void)? = nil, didResume: (@Sendable () async -> Void)? = nil
+    ) -> LifecycleRegistration {
+        add(RegisteredConnection(connection, policy: policy, willSuspend: willSuspend, didResume: didResume))
+    }
+
+    /// Registers `channel`: after a suspend's grace phase its open calls end with
+    /// `unavailable` (suspended), and it refuses new calls until the resume ends.
+    @discardableResult
+    public func register(_ channel: Channel) -> LifecycleRegistration {
+        add(ChannelParticipant(channel))
+    }
+
+    /// Adds a participant and brings it to the lifecycle's current state.
+    @discardableResult
+    func add(_ participant: any LifecycleParticipant) -> LifecycleRegistration {
+        let (id, phase) = state.withLock { state in
+            state.participants.removeAll { $0.participant.lifecycleIsGone }
+            let id = state.takeID()
+            state.participants.append(Participant(id: id, participant: participant))
+            return (id, state.phase)
+        }
+        if phase == .suspending || phase == .suspended {
+            participant.lifecycleSuspendDidBegin()
+            Task { await participant.lifecycleWillSuspend() }
+        }
+        if phase == .suspended, !participant.lifecycleSuspend(Self.suspendedError) {
+            remove(id)
+        }
+        return LifecycleRegistration { [weak self] in
+            guard let self, let removed = self.remove(id) else { return }
+            removed.lifecycleUnregistered()
+        }
+    }
+
+    @discardableResult
+    private func remove(_ id: UInt64) -> (any LifecycleParticipant)? {
+        state.withLock { state in
+            guard let index = state.participants.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.participants.remove(at: index).participant
+        }
+    }
+
+    // MARK: - Background work
+
+    /// Begins work that a suspend should let finish; end it with ``BackgroundWork/end()``.
+    /// If a suspend's grace period runs out first, `expiration` runs once and the work
+    /// counts as ended. See the contract for work begun during or after a suspend.
+    public func beginBackgroundWork(
+        _ name: String = "background work", expiration: @escaping @Sendable () -> Void = {}
+    ) -> BackgroundWork {
+        let work = BackgroundWork(name: name, expiration: expiration)
+        let waited = state.withLock { state in
+            guard state.waitsForWork else { return false }
+            let id = state.takeID()
+            work.attach(to: self, id: id)
+            state.work.append(OutstandingWork(id: id, work: work))
+            return true
+        }
+        if !waited {
+            Task { work.expire() }
+        }
+        return work
+    }
+
+    /// Background work that ended (called by ``BackgroundWork/end()``).
+    func backgroundWorkEnded(_ id: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.work.removeAll { $0.id == id }
+            guard state.work.isEmpty else { return nil }
+            defer { state.drainWaiter = nil }
+            return state.drainWaiter
+        }
+        waiter?.resume()
+    }
+
+    /// Background work begun and not yet ended or expired.
+    public var outstandingBackgroundWork: Int { state.withLock { $0.work.count } }
+
+    // MARK: - Suspend and resume
+
+    /// The error calls and listens get while suspended.
+    static let suspendedError = TransportError(
+        code: .unavailable, reason: .suspended, message: "the process is suspended (Lifecycle.suspend())")
+
+    /// Suspends: closes listeners, waits up to ``gracePeriod`` for background work,
+    /// expires what is left, closes `.close` connections and ends channels' calls.
+    /// Returns once ``current`` is ``LifecycleState/suspended``. See the contract.
+    public func suspend() async {
+        // Not the caller's task: cancelling it must not cut the grace period short.
+        await Task { await self.serialized { await self.performSuspend() } }.value
+    }
+
+    /// Resumes: reopens listeners on their ports, lets channels call again, and runs the
+    /// `.keep` connections' `didResume` hooks. Returns once ``current`` is
+    /// ``LifecycleState/active``.
+    /// - Throws: the error of the first listener that could not reopen (it is closed;
+    ///   the rest resumed).
+    public func resume() async throws {
+        try await Task { try await self.serialized { try await self.performResume() } }.value
+    }
+
+    private func performSuspend() async {
+        let participants: [any LifecycleParticipant]? = state.withLock { state in
+            guard state.phase == .active else { return nil }
+            state.phase = .suspending
+            state.participants.removeAll { $0.participant.lifecycleIsGone }
+            return state.participants.map(\.participant)
+        }
+        guard let participants else { return }
+        notify(.suspending)
+        for participant in participants { participant.lifecycleSuspendDidBegin() }
+        for participant in participants { await participant.lifecycleWillSuspend() }
+
+        await waitForBackgroundWork()
+        let expired = state.withLock { state in
+            state.waitsForWork = false
+            defer { state.work = [] }
+            return state.work.map(\.work)
+        }
+        for work in expired { work.expire() }
+
+        // Registrations made during the grace phase were brought to `suspending` by `add`.
+        let current = state.withLock { $0.participants }
+        var ended: [UInt64] = []
+        for entry in current where !entry.participant.lifecycleSuspend(Self.suspendedError) {
+            ended.append(entry.id)
+        }
+        state.withLock { state in
+            state.participants.removeAll { ended.contains($0.id) }
+            state.phase = .suspended
+        }
+        notify(.suspended)
+    }
+
+    private func performResume() async throws {
+        let participants: [any LifecycleParticipant]? = state.withLock { state in
+            guard state.phase == .suspended else { return nil }
+            state.phase = .resuming
+            state.waitsForWork = true
+            return state.participants.map(\.participant)
+        }
+        guard let participants else { return }
+        notify(.resuming)
+        var failure: (any Error)?
+        for participant in participants {
+            do {
+                try await participant.lifecycleResume()
+            } catch {
+                if failure == nil { failure = error }
+            }
+        }
+        for participant in participants { await participant.lifecycleDidResume() }
+        state.withLock { $0.phase = .active }
+        notify(.active)
+        if let failure { throw failure }
+    }
+
+    /// Waits until no background work is outstanding, or the grace period passed.
+    private func waitForBackgroundWork() async {
+        let idle = state.withLock { state in
+            state.drainCancelled = false
+            return state.work.isEmpty
+        }
+        if idle { return }
+        let grace = gracePeriod
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.backgroundWorkDrained() }
+            group.addTask { try? await Task.sleep(for: grace) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func backgroundWorkDrained() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state in
+                    if state.work.isEmpty || state.drainCancelled { return true }
+                    state.drainWaiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in
+                state.drainCancelled = true
+                defer { state.drainWaiter = nil }
+                return state.drainWaiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    private func notify(_ phase: LifecycleState) {
+        let observers = state.withLock { state in
+            state.observers.sorted { $0.key < $1.key }.map(\.value)
+        }
+        for observer in observers { observer.body(phase) }
+    }
+
+    /// Throws `unavailable`/`suspended` while suspending or suspended.
+    private func refuseWhileSuspended(_ what: String) throws(TransportError) {
+        let phase = current
+        if phase == .suspending || phase == .suspended {
+            var error = Self.suspendedError
+            error.message = "\(what): the process is suspended (Lifecycle.suspend())"
+            throw error
+        }
+    }
+
+    /// Runs `body` after every suspend and resume called before it has finished.
+    private func serialized<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state in
+                if state.busy {
+                    state.queue.append(continuation)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if now { continuation.resume() }
+        }
+        defer {
+            let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if let next = state.queue.popFirst() { return next }
+                state.busy = false
+                return nil
+            }
+            next?.resume()
+        }
+        return try await body()
+    }
+}
+
+/// A registration with a ``Lifecycle`` (a listener, connection, channel, server or
+/// observer); cancel it to end it.
+public final class LifecycleRegistration: Sendable {
+    private let onCancel: Mutex<(@Sendable () -> Void)?>
+    init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
+    /// Ends the registration: the lifecycle stops acting on the object. Idempotent.
+    public func cancel() {
+        let action = onCancel.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+}
+
+/// Something a ``Lifecycle`` acts on. Every method is called on the task that suspends
+/// or resumes, one participant at a time, in registration order.
+protocol LifecycleParticipant: AnyObject, Sendable {
+    /// A suspend began: listeners close here, all at once.
+    func lifecycleSuspendDidBegin()
+    /// Then, one participant after the other: `willSuspend` hooks run.
+    func lifecycleWillSuspend() async
+    /// The grace phase is over: close what the policy closes. Returns whether the
+    /// participant stays registered.
+    func lifecycleSuspend(_ error: TransportError) -> Bool
+    /// A resume began (listeners reopen here).
+    func lifecycleResume() async throws
+    /// A resume is ending (channels call again; `didResume` hooks run).
+    func lifecycleDidResume() async
+    /// The registration was cancelled.
+    func lifecycleUnregistered()
+    /// Whether the object is gone (released, closed for good), so the entry can go.
+    var lifecycleIsGone: Bool { get }
+}
+
+extension LifecycleParticipant {
+    func lifecycleSuspendDidBegin() {}
+    func lifecycleWillSuspend() async {}
+    func lifecycleSuspend(_ error: TransportError) -> Bool { true }
+    func lifecycleResume() async throws {}
+    func lifecycleDidResume() async {}
+    func lifecycleUnregistered() {}
+}
+
+/// A connection registered with a policy and hooks. Holds the connection weakly.
+private final class RegisteredConnection: LifecycleParticipant {
+    private struct State {
+        weak var connection: (any Connection)?
+    }
+    private let state: Mutex<State>
+    let policy: SuspendPolicy
+    let willSuspend: (@Sendable () async -> Void)?
+    let didResume: (@Sendable () async -> Void)?
+
+    init(
+        _ connection: any Connection, policy: SuspendPolicy,
+        willSuspend: (@Sendable () async -> Void)?, didResume: (@Sendable () async -> Void)?
+    ) {
+        self.state = Mutex(State(connection: connection))
+        self.policy = policy
+        self.willSuspend = willSuspend
+        self.didResume = didResume
+    }
+
+    func lifecycleWillSuspend() async { await willSuspend?() }
+
+    func lifecycleSuspend(_ error: TransportError) -> Bool {
+        guard policy.closes else { return true }
+        state.withLock { $0.connection }?.close()
+        return false
+    }
+
+    func lifecycleDidResume() async {
+        if !lifecycleIsGone { await didResume?() }
+    }
+
+    var lifecycleIsGone: Bool { state.withLock { $0.connection == nil } }
+}
