@@ -163,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "connectivity-monitor",
             dependencies: [
-                "Switchyard", "SwitchyardNetlink",
+                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ConnectivityMonitor",

@@ -15,11 +15,23 @@
 // watches NS), and runs until SIGINT or SIGTERM, `--count` changes, or `--duration`
 // seconds, whichever comes first; then it prints 'connectivity-monitor: stopped' and
 // exits 0.
+//
+// With `--reachability-url http://host[:port]/path [--reachability-timeout SECONDS]
+// [--backend NAME]` it also follows the site's reachability (SiteReachability: an
+// HTTP/1.1 HEAD over a Switchyard transport at start, on each change and while
+// unreachable), one line per state with a UTC timestamp; the word after
+// 'reachability:' is none, checking, reachable, unreachable or portal:
+//
+//     2025-06-01T12:00:03.514Z reachability: checking
+//     2025-06-01T12:00:03.530Z reachability: reachable (15.902 ms)
+//     2025-06-01T12:00:09.004Z reachability: unreachable (refused): connection refused ...
+//     2025-06-01T12:00:11.120Z reachability: portal (302, location http://login.example/)
 
 import ArgumentParser
 import Dispatch
 import Glibc
 import Switchyard
+import SwitchyardBackends
 import SwitchyardNetlink
 
 @main
@@ -41,6 +53,15 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
 
+    @Option(name: .customLong("reachability-url"), help: "Also follow this site's reachability: an HTTP/1.1 HEAD to http://host[:port]/path (https is not supported yet), printed as 'reachability: STATE' lines.")
+    var reachabilityURL: String?
+
+    @Option(name: .customLong("reachability-timeout"), help: "Seconds one reachability probe may take (connect, request and answer).")
+    var reachabilityTimeout: Double = 5
+
+    @Option(help: "The backend the reachability probe connects with (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
+    var backend: String?
+
     func validate() throws {
         guard (0...60_000).contains(debounceMilliseconds) else {
             throw ValidationError("--debounce-ms \(debounceMilliseconds) is out of range: use 0...60000")
@@ -50,6 +71,21 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         }
         if let duration, !(duration > 0 && duration <= 31_536_000) {
             throw ValidationError("--duration \(duration) is out of range: use more than 0 seconds, at most a year")
+        }
+        if !(reachabilityTimeout > 0 && reachabilityTimeout <= 3600) {
+            throw ValidationError("--reachability-timeout \(reachabilityTimeout) is out of range: use more than 0 seconds, at most 3600")
+        }
+        if let reachabilityURL {
+            do {
+                _ = try ReachabilityURL(parsing: reachabilityURL)
+            } catch {
+                throw ValidationError("--reachability-url: \(error.message)")
+            }
+            do {
+                _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
+            } catch {
+                throw ValidationError("--backend: \(error.message)")
+            }
         }
     }
 
@@ -69,9 +105,40 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         print("connectivity-monitor: current \(shown(initial))")
         fflush(nil)
 
+        // Reachability, if asked for: its own transport and checker, following this monitor.
+        var reachability: SiteReachability?
+        var transport: (any Transport)?
+        if let reachabilityURL {
+            let name = Backends.selectedName(explicit: backend)
+            do {
+                let made = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: 1))
+                transport = made
+                reachability = try SiteReachability(
+                    configuration: SiteReachabilityConfiguration(
+                        url: reachabilityURL, timeout: .milliseconds(Int64(reachabilityTimeout * 1000))),
+                    monitor: monitor, transport: made)
+            } catch {
+                fail("cannot follow reachability with backend '\(name)': \(error)")
+            }
+        }
+        let states = reachability?.updates
+        reachability?.start()
+
         let limit = count
         let seconds = duration
         let reason = await withTaskGroup(of: String.self) { group in
+            if let states {
+                group.addTask {
+                    for await state in states {
+                        var line = "\(timestamp()) reachability: \(state)"
+                        if case .unreachable(let failure) = state { line += ": \(failure.message)" }
+                        print(line)
+                        fflush(nil)
+                    }
+                    // The sequence ends only when the checker stops, after this group.
+                    return "reachability ended"
+                }
+            }
             group.addTask {
                 var last = initial
                 var seen = 0
@@ -98,6 +165,8 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             group.cancelAll()
             return first
         }
+        await reachability?.stop()
+        await transport?.shutdownNow()
         print("connectivity-monitor: stopped (\(reason))")
         fflush(nil)
     }

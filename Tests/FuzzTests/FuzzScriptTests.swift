@@ -1,8 +1,10 @@
 import Foundation
 import Testing
 
-/// Runs `scripts/fuzz` (libFuzzer on the frame decoder, see Fuzz/FrameDecoderFuzzer.swift)
-/// for a bounded time and expects it to find nothing.
+/// Runs `scripts/fuzz` (libFuzzer on the frame decoder and on the reachability probe's
+/// response parser, see Fuzz/FrameDecoderFuzzer.swift and
+/// Fuzz/HTTPHeadResponseParserFuzzer.swift; they share the time) for a bounded time and
+/// expects it to find nothing.
 @Suite struct FuzzScriptTests {
     /// The repository root: this file is `<root>/Tests/FuzzTests/FuzzScriptTests.swift`.
     static let root = URL(fileURLWithPath: #filePath)
