@@ -350,6 +350,13 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     /// so the suspend completes only once the connection is quiet).
     func follow(_ lifecycle: Lifecycle, policy: SuspendPolicy) {
         guard let connection else { return }
+        guard policy == .keep else {
+            // Closed on suspend: nothing to quiet, so no hooks (three closures less per
+            // connection, measured in Benchmarks' idle memory).
+            let made = lifecycle.register(connection, policy: policy)
+            registration.withLock { $0 = made }
+            return
+        }
         let loop = connection.eventLoop
         let quiet: @Sendable (Bool) async -> Void = { quiet in
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
