@@ -573,16 +573,7 @@ extension ConformanceScenario {
         try context.expectError(broken.error, code: .unavailable, reason: context.peerResetReason, "call 1 after its server reset")
 
         let message = ConformancePattern.bytes(count: 10_000, seed: 25)
-        let fresh = try await context.step("call 2 on the same channel", seconds: 20) {
-            try await channel.withCall { call -> (local: Endpoint, replies: [[UInt8]], status: CallStatus) in
-                let local = call.call.connection.localAddress
-                try await call.write(message)
-                try await call.finishSending()
-                var replies: [[UInt8]] = []
-                for try await reply in call.messages { replies.append(reply) }
-                return (local, replies, await call.status())
-            }
-        }
+        let fresh = try await context.echoCall(on: channel, message, step: "call 2 on the same channel")
         try context.expectOK(fresh.status, "call 2's status")
         try context.expectEqual(fresh.replies.count, 1, "messages echoed in call 2")
         try context.expectBytes(fresh.replies[0], message, "call 2's echo")

@@ -120,16 +120,7 @@ extension ConformanceScenario {
 
         try await context.step("resuming", seconds: 10) { try await lifecycle.resume() }
         let message = ConformancePattern.bytes(count: 10_000, seed: 401)
-        let fresh = try await context.step("a call after the resume", seconds: 20) {
-            try await channel.withCall { call -> (local: Endpoint, replies: [[UInt8]], status: CallStatus) in
-                let local = call.call.connection.localAddress
-                try await call.write(message)
-                try await call.finishSending()
-                var replies: [[UInt8]] = []
-                for try await reply in call.messages { replies.append(reply) }
-                return (local, replies, await call.status())
-            }
-        }
+        let fresh = try await context.echoCall(on: channel, message, step: "a call after the resume")
         try context.expectOK(fresh.status, "the call after the resume")
         try context.expect(fresh.replies == [message], "the call after the resume received \(fresh.replies.map(\.count)) bytes in messages; expected its one message back")
         if !context.listensOnPaths {
