@@ -26,7 +26,7 @@ public import Switchyard
 /// 6. receiver: syncs, checks the SHA-256 of the whole file and answers `done` (size
 ///    and the SHA-256 it computed) then ends the call with status OK; or ends it with
 ///    `aborted`, reason `integrity mismatch` (it then discards the partial file).
-///    The sender half-closes after `done`.
+///    The call ends with the receiver's status; the sender closes its end then.
 ///
 /// A broken call (`unavailable`) leaves the receiver's durable offset where the last
 /// sync put it; the sender opens a new call and starts again at step 1, and the

@@ -129,7 +129,7 @@ final class TransferSession<Source: TransferSource> {
             case .done(let doneSize, let doneSHA):
                 guard doneSize == size, doneSHA == sha256 else { throw violation("done with another size or SHA-256") }
                 acknowledge(size, force: true)
-                try await call.finishSending()
+                // The receiver's OK status follows `done` and ends the call (closing it).
                 guard try await call.next() == nil else { throw violation("a message after done") }
                 return
             default:

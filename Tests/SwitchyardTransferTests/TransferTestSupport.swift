@@ -1,0 +1,60 @@
+import Foundation
+import Switchyard
+import SwitchyardTransfer
+import Synchronization
+
+/// A storage that passes everything to another and runs a hook after each write with
+/// the offset written up to (tests break calls from it, or look at the server).
+final class HookedStorage: TransferStorage {
+    let inner: any TransferStorage
+    private let hook = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+
+    init(_ inner: any TransferStorage) { self.inner = inner }
+
+    func onWrite(_ body: @escaping @Sendable (UInt64) -> Void) { hook.withLock { $0 = body } }
+
+    func record(for id: String) throws -> TransferRecord? { try inner.record(for: id) }
+    func create(_ record: TransferRecord) throws { try inner.create(record) }
+    func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws {
+        try inner.write(bytes, at: offset, id: id)
+        hook.withLock { $0 }?(offset + UInt64(bytes.count))
+    }
+    func sync(id: String, through offset: UInt64) throws { try inner.sync(id: id, through: offset) }
+    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
+    func complete(id: String) throws { try inner.complete(id: id) }
+    func discard(id: String) throws { try inner.discard(id: id) }
+}
+
+/// Resets the server's open transfer calls once each time the bytes written cross one
+/// of `offsets` (a real reset of the call's connection: the sender sees `unavailable`).
+func breakCalls(of server: TransferServer, at offsets: [UInt64], in storage: HookedStorage) {
+    let remaining = Mutex(offsets.sorted())
+    storage.onWrite { written in
+        let fire = remaining.withLock { remaining -> Bool in
+            guard let first = remaining.first, written >= first else { return false }
+            remaining.removeFirst()
+            return true
+        }
+        if fire { server.resetOpenTransfers() }
+    }
+}
+
+/// Deterministic pseudo-random bytes.
+func testBytes(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    return (0..<count).map { _ in
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return UInt8(truncatingIfNeeded: state)
+    }
+}
+
+/// A fresh temporary folder.
+func temporaryDirectory() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-transfer-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+let loopback = Endpoint(host: "127.0.0.1", port: 0)
