@@ -83,10 +83,19 @@ final class TransferSession<Source: TransferSource> {
         try await transfer.channel.withCall(options: options.callOptions) { call in
             try transfer.setCall(call)
             defer { try? transfer.setCall(nil) }
-            try await withTaskCancellationHandler {
-                try await exchange(on: call, resuming: resuming)
-            } onCancel: {
+            do {
+                try await withTaskCancellationHandler {
+                    try await exchange(on: call, resuming: resuming)
+                } onCancel: {
+                    call.cancel()
+                }
+            } catch {
+                // A write that was pending when the call was ended from outside (the
+                // channel's network change, a suspend) fails with the connection's local
+                // close; the call's status says why it ended. A broken call is retried.
                 call.cancel()
+                if let ended = await call.status().error, ended.code == .unavailable { throw ended }
+                throw error
             }
         }
     }
