@@ -1,9 +1,5 @@
 import Crypto
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Switchyard
 import Synchronization
 

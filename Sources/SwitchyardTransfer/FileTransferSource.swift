@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Switchyard
 
 /// A regular file as a ``TransferSource``. It stays open while the value lives (the

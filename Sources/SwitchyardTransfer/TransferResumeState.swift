@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import Switchyard
 
 /// What a sender needs to pick a transfer up again, in another ``Transfer`` or another

@@ -1,4 +1,4 @@
-public import Switchyard
+import Switchyard
 
 /// Settings of a ``TransferServer``.
 public struct TransferServerOptions: Sendable {

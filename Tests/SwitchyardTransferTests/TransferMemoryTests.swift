@@ -136,6 +136,30 @@ struct TransferMemoryTests {
         await transport.shutdownNow()
     }
 
+    @Test("A new call for an id ends the call that still holds it (a leftover of a broken connection)")
+    func leftoverCall() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let storage = MemoryTransferStorage()
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
+        let channel = Channel(target: server.localAddress, transport: transport)
+        let bytes = testBytes(1 << 20, seed: 6)
+        // A sender that offered, got its answer and went silent: its call stays open.
+        let leftover = try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+            let offer = TransferMessage.offer(version: 1, id: "twice.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: 1 << 20)
+            try await call.write(offer.encoded)
+            let answer = try #require(try await call.next())
+            let result = try await Transfer(channel: channel).send(source: MemoryTransferSource(bytes), id: "twice.bin")
+            // The leftover call was ended by the receiver (its connection reset).
+            await #expect(throws: TransportError.self) { _ = try await call.next() }
+            return (try TransferMessage(decoding: answer), result)
+        }
+        #expect(leftover.0 == .resume(offset: 0))
+        #expect(leftover.1.sha256 == TransferDigest.sha256(bytes))
+        #expect(storage.completedFile(id: "twice.bin") == bytes)
+        server.close()
+        await transport.shutdownNow()
+    }
+
     @Test("Into a folder: the file appears under its id, and offering it again sends nothing")
     func directory() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
@@ -150,6 +174,9 @@ struct TransferMemoryTests {
         let result = try await Transfer(channel: channel).send(file: sourcePath, id: "copy.bin")
         #expect(result.sha256 == TransferDigest.sha256(bytes))
         #expect(FileManager.default.contents(atPath: directory + "/copy.bin") == Data(bytes))
+        var finished = server.finished.makeAsyncIterator()
+        let record = await finished.next()
+        #expect(record?.id == "copy.bin" && record?.isComplete == true && record?.sha256 == result.sha256)
         let again = try await Transfer(channel: channel).send(file: sourcePath, id: "copy.bin")
         #expect(again.bytesSent == 0 && again.startOffset == UInt64(bytes.count))
         await #expect(throws: TransportError.self) { try await Transfer(channel: channel).send(file: directory + "/missing") }

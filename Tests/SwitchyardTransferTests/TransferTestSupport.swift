@@ -39,14 +39,23 @@ func breakCalls(of server: TransferServer, at offsets: [UInt64], in storage: Hoo
     }
 }
 
-/// Deterministic pseudo-random bytes.
+/// Deterministic pseudo-random bytes (xorshift, eight bytes a step: quick in debug builds).
 func testBytes(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
     var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
-    return (0..<count).map { _ in
-        state ^= state << 13
-        state ^= state >> 7
-        state ^= state << 17
-        return UInt8(truncatingIfNeeded: state)
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        var index = 0
+        while index < count {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            var word = state
+            for _ in 0..<min(8, count - index) {
+                buffer[index] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+                index += 1
+            }
+        }
+        initialized = count
     }
 }
 
