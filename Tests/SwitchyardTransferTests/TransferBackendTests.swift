@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBSD
 import SwitchyardTransfer
 import SwitchyardUV
+import Synchronization
 import Testing
 
 /// Transfers over real sockets on loopback, on each socket backend (and mixed), with the
@@ -50,6 +51,41 @@ struct TransferBackendTests {
         server.close()
         await clientTransport.shutdownNow()
         await serverTransport.shutdownNow()
+    }
+
+    @Test("The sender's network switches twice (wifi, cellular, wifi): its calls end (connectivity changed) and it resumes",
+          arguments: ["bsd", "libuv"])
+    func connectivitySwitch(backend: String) async throws {
+        let transport = try Self.transport(backend)
+        let storage = HookedStorage(MemoryTransferStorage())
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
+        let monitor = ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi, interface: "wlan0"))
+        let switches = Mutex([(UInt64(6 << 20), ConnectivityCategory.cellular, "wwan0"), (UInt64(14 << 20), .wifi, "wlan0")])
+        storage.onWrite { written in
+            let next = switches.withLock { switches -> (UInt64, ConnectivityCategory, String)? in
+                guard let first = switches.first, written >= first.0 else { return nil }
+                return switches.removeFirst()
+            }
+            if let next { monitor.report(ConnectivityPath(category: next.1, interface: next.2)) }
+        }
+        let bytes = testBytes(24 << 20, seed: 8)
+        let options = TransferOptions(retryDelay: .milliseconds(10))
+        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let result = try await Transfer(channel: channel, options: options).send(source: MemoryTransferSource(bytes), id: "switch.bin")
+        #expect(result.resumes == 2)
+        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.bytesResent <= UInt64(result.resumes * options.window))
+        #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "switch.bin") == bytes)
+        server.close()
+        await transport.shutdownNow()
+    }
+
+    @Test("A sender that ignores acknowledgements cannot make the receiver buffer more than a chunk and a read",
+          arguments: ["bsd", "libuv"])
+    func boundedReceiver(backend: String) async throws {
+        let transport = try Self.transport(backend)
+        try await floodReceiver(transport: transport, label: backend)
+        await transport.shutdownNow()
     }
 
     @Test("With no receiver, the sender gives up after its tries: unavailable, resume impossible", arguments: ["bsd", "libuv"])

@@ -102,37 +102,7 @@ struct TransferMemoryTests {
     @Test("A sender that ignores acknowledgements cannot make the receiver buffer more than a chunk and a read")
     func boundedReceiver() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
-        let storage = HookedStorage(MemoryTransferStorage())
-        let chunk = 256 << 10
-        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 1 << 20, maximumChunkSize: chunk))
-        let peak = Mutex(0)
-        storage.onWrite { _ in
-            let now = server.bufferedBytes
-            peak.withLock { $0 = max($0, now) }
-        }
-        let bytes = testBytes(16 << 20, seed: 4)
-        let channel = Channel(target: server.localAddress, transport: transport)
-        // A raw sender: the offer, then every chunk at once, never reading an ack.
-        try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
-            let offer = TransferMessage.offer(version: 1, id: "flood.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: UInt32.max)
-            try await call.write(offer.encoded)
-            _ = try await call.next()
-            var offset = 0
-            while offset < bytes.count {
-                call.call.send(TransferMessage.chunk(offset: UInt64(offset), bytes: bytes[offset..<(offset + chunk)]))
-                offset += chunk
-            }
-            try await call.write(TransferMessage.end.encoded)
-            while let message = try await call.next() {
-                if case .done = try TransferMessage(decoding: message) { break }
-            }
-        }
-        let held = peak.withLock { $0 }
-        print("transfer receiver: peak buffered \(held) bytes under a 16 MiB flood of \(chunk >> 10) KiB chunks")
-        #expect(held > 0)
-        #expect(held <= chunk + 9 + 5 + 256 << 10)
-        #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "flood.bin") == bytes)
-        server.close()
+        try await floodReceiver(transport: transport, label: "memory")
         await transport.shutdownNow()
     }
 

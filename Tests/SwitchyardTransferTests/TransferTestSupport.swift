@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import Switchyard
 import SwitchyardTransfer
 import Synchronization
@@ -67,3 +68,40 @@ func temporaryDirectory() throws -> String {
 }
 
 let loopback = Endpoint(host: "127.0.0.1", port: 0)
+
+/// Floods a receiver on `transport`: a raw sender offers 16 MiB, then sends every 256 KiB
+/// chunk at once without reading an ack. Checks the receiver's peak ``TransferServer/
+/// bufferedBytes`` (sampled at each write) stays within one chunk and one read, and
+/// the file arrives whole.
+func floodReceiver(transport: any Transport, label: String) async throws {
+    let storage = HookedStorage(MemoryTransferStorage())
+    let chunk = 256 << 10
+    let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 1 << 20, maximumChunkSize: chunk))
+    let peak = Mutex(0)
+    storage.onWrite { _ in
+        let now = server.bufferedBytes
+        peak.withLock { $0 = max($0, now) }
+    }
+    let bytes = testBytes(16 << 20, seed: 4)
+    let channel = Channel(target: server.localAddress, transport: transport)
+    try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+        let offer = TransferMessage.offer(version: 1, id: "flood.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: UInt32.max)
+        try await call.write(offer.encoded)
+        _ = try await call.next()
+        var offset = 0
+        while offset < bytes.count {
+            call.call.send(TransferMessage.chunk(offset: UInt64(offset), bytes: bytes[offset..<(offset + chunk)]))
+            offset += chunk
+        }
+        try await call.write(TransferMessage.end.encoded)
+        while let message = try await call.next() {
+            if case .done = try TransferMessage(decoding: message) { break }
+        }
+    }
+    let held = peak.withLock { $0 }
+    print("transfer receiver (\(label)): peak buffered \(held) bytes under a 16 MiB flood of \(chunk >> 10) KiB chunks")
+    #expect(held > 0)
+    #expect(held <= chunk + 9 + 5 + 256 << 10)
+    #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "flood.bin") == bytes)
+    server.close()
+}
