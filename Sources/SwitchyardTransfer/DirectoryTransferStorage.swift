@@ -10,7 +10,7 @@ import Synchronization
 /// Durability: ``sync(id:through:)`` fsyncs the data file, then replaces the record
 /// (written to a temporary file, fsynced, renamed, the folder fsynced), so a durable
 /// offset on disk never runs ahead of the bytes. ``record(for:)`` truncates the data
-/// file to the durable offset. Errors are `internal`, reason `i/o error`, with the
+/// file to the durable offset (and starts the transfer over if the file is shorter). Errors are `internal`, reason `i/o error`, with the
 /// errno (`permissionDenied` for `EACCES`/`EPERM`).
 public final class DirectoryTransferStorage: TransferStorage {
     /// The folder finished files go to.
@@ -45,10 +45,18 @@ public final class DirectoryTransferStorage: TransferStorage {
               let durable = UInt64(fields[3]), durable <= size else {
             throw TransportError(code: .internal, reason: .ioError, message: "unreadable transfer state \(statePath(id))")
         }
-        let record = TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
+        var record = TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
         if !record.isComplete {
             let fd = try file(id)
-            guard ftruncate(fd, off_t(durable)) == 0 else { throw Self.error("ftruncate \(dataPath(id))") }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { throw Self.error("fstat \(dataPath(id))") }
+            if UInt64(info.st_size) < durable {
+                // The data file lost bytes the record calls durable (removed or cut by
+                // hand): start over rather than fill the gap with zeros.
+                record.durableOffset = 0
+                try saveState(record)
+            }
+            guard ftruncate(fd, off_t(record.durableOffset)) == 0 else { throw Self.error("ftruncate \(dataPath(id))") }
         }
         return record
     }
