@@ -69,7 +69,7 @@ public final class DirectoryTransferStorage: TransferStorage {
         try saveState(record)
     }
 
-    public func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws {
+    public func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
         let fd = try file(id)
         var done = 0
         while done < bytes.count {

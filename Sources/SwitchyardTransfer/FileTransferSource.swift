@@ -38,20 +38,24 @@ public struct FileTransferSource: TransferSource {
 
     public func read(at offset: UInt64, count: Int) throws -> [UInt8] {
         let wanted = Int(min(UInt64(count), size > offset ? size - offset : 0))
-        var filled = 0
-        let bytes = try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, initialized in
-            while filled < wanted {
-                let n = pread(file.fd, buffer.baseAddress! + filled, wanted - filled, off_t(offset) + off_t(filled))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw TransportError(code: .internal, reason: .ioError, message: "read \(path): \(String(cString: strerror(errno)))")
-                }
-                if n == 0 { break }
-                filled += n
-            }
-            initialized = filled
+        return try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, initialized in
+            initialized = try read(at: offset, into: UnsafeMutableRawBufferPointer(buffer))
         }
-        return bytes
+    }
+
+    public func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let wanted = Int(min(UInt64(buffer.count), size > offset ? size - offset : 0))
+        var filled = 0
+        while filled < wanted {
+            let n = pread(file.fd, buffer.baseAddress! + filled, wanted - filled, off_t(offset) + off_t(filled))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw TransportError(code: .internal, reason: .ioError, message: "read \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            filled += n
+        }
+        return filled
     }
 
     public func checkUnchanged() throws {

@@ -35,7 +35,7 @@ public final class MemoryTransferStorage: TransferStorage {
         entries.withLock { $0[record.id] = Entry(record: record, bytes: []) }
     }
 
-    public func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws {
+    public func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
         try entries.withLock { entries in
             guard var entry = entries[id] else { throw Self.unknown(id) }
             guard offset == UInt64(entry.bytes.count) else {

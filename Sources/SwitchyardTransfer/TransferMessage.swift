@@ -103,6 +103,28 @@ public enum TransferMessage: Sendable, Hashable {
         return out
     }
 
+    /// A `chunk` message of up to `count` bytes whose bytes `fill` writes straight into
+    /// it (returning how many it wrote).
+    public static func chunk(offset: UInt64, count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> [UInt8] {
+        try [UInt8](unsafeUninitializedCapacity: 9 + count) { buffer, initialized in
+            buffer[0] = 3
+            for index in 0..<8 { buffer[1 + index] = UInt8(truncatingIfNeeded: offset >> UInt64(56 - 8 * index)) }
+            initialized = 9
+            let filled = try fill(UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[9..<(9 + count)])))
+            initialized = 9 + min(max(filled, 0), count)
+        }
+    }
+
+    /// A `chunk` message's offset and bytes without copying them; nil for another kind.
+    /// - Throws: `internal`, reason `protocol violation`, for a chunk too short.
+    public static func chunk(in message: [UInt8]) throws(TransportError) -> (offset: UInt64, bytes: ArraySlice<UInt8>)? {
+        guard message.first == 3 else { return nil }
+        guard message.count >= 9 else {
+            throw TransportError(code: .internal, reason: .protocolViolation, message: "malformed transfer message: a chunk of \(message.count) bytes")
+        }
+        return (readUInt64(message, at: 1), message[9...])
+    }
+
     /// Decodes a message.
     /// - Throws: `internal`, reason `protocol violation`, for a short message, an
     ///   unknown kind, or an id that is not UTF-8.

@@ -48,8 +48,8 @@ struct TransferReceiver {
         var unsynced: UInt64 = 0
         while true {
             guard let message = try await call.next() else { throw Self.violation("the sender finished before its end message") }
-            switch try TransferMessage(decoding: message) {
-            case .chunk(let chunkOffset, let bytes):
+            // Chunks are read in place: the bytes go to the storage as a slice of the message.
+            if let (chunkOffset, bytes) = try TransferMessage.chunk(in: message) {
                 guard chunkOffset == offset else { throw Self.violation("a chunk at \(chunkOffset); expected \(offset)") }
                 guard !record.isComplete, UInt64(bytes.count) <= size - offset else {
                     throw Self.violation("a chunk of \(bytes.count) bytes at \(offset) runs past the size \(size)")
@@ -62,6 +62,9 @@ struct TransferReceiver {
                     unsynced = 0
                     try await call.write(TransferMessage.ack(offset: offset).encoded)
                 }
+                continue
+            }
+            switch try TransferMessage(decoding: message) {
             case .end:
                 guard offset == size else { throw Self.violation("end at \(offset) of \(size) bytes") }
                 if !record.isComplete {

@@ -120,12 +120,14 @@ final class TransferSession<Source: TransferSource> {
             while sent > acknowledged && sent - acknowledged + count > window {
                 try await readAck(call, sent: sent)
             }
-            let bytes = try source.read(at: sent, count: Int(count))
-            guard UInt64(bytes.count) == count else {
-                throw TransportError(code: .failedPrecondition, reason: .sourceChanged, message: "\(source.identity) ended at \(sent + UInt64(bytes.count)) of \(size) bytes")
+            let message = try TransferMessage.chunk(offset: sent, count: Int(count)) { [source, sent] buffer in
+                try source.read(at: sent, into: buffer)
+            }
+            guard message.count == 9 + Int(count) else {
+                throw TransportError(code: .failedPrecondition, reason: .sourceChanged, message: "\(source.identity) ended at \(sent + UInt64(message.count - 9)) of \(size) bytes")
             }
             if highestSent > sent { bytesResent += min(count, highestSent - sent) }
-            try await call.write(TransferMessage.chunk(offset: sent, bytes: bytes[...]))
+            try await call.write(message)
             sent += count
             bytesSent += count
             highestSent = max(highestSent, sent)

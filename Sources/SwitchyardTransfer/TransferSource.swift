@@ -15,6 +15,10 @@ public protocol TransferSource: Sendable {
     var identity: String { get }
     /// Up to `count` bytes at `offset` (fewer only at the end).
     func read(at offset: UInt64, count: Int) throws -> [UInt8]
+    /// Reads up to `buffer.count` bytes at `offset` into `buffer`; returns how many
+    /// (fewer only at the end). The sender reads chunks with it straight into the
+    /// message it sends. The default copies from ``read(at:count:)``.
+    func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
     /// Throws `failedPrecondition`, reason `source changed`, if the content is no longer
     /// what it was when the source was opened. The sender checks before each attempt.
     func checkUnchanged() throws
@@ -22,6 +26,12 @@ public protocol TransferSource: Sendable {
 
 extension TransferSource {
     public func checkUnchanged() throws {}
+
+    public func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let bytes = try read(at: offset, count: buffer.count)
+        bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        return bytes.count
+    }
 
     /// The SHA-256 of the whole source (reads it once, 1 MiB at a time).
     public func sha256() throws -> [UInt8] {

@@ -40,8 +40,9 @@ public protocol TransferStorage: Sendable {
     func record(for id: String) throws -> TransferRecord?
     /// Starts a new transfer with no bytes (replacing whatever was stored for its id).
     func create(_ record: TransferRecord) throws
-    /// Stores `bytes` at `offset` (not yet durable).
-    func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws
+    /// Stores `bytes` at `offset` (not yet durable). `bytes` is a slice of the received
+    /// message: not copied on the way here.
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws
     /// Makes every byte written so far durable and records `offset` as the durable
     /// offset (it survives a restart of the receiver).
     func sync(id: String, through offset: UInt64) throws

@@ -42,7 +42,7 @@ struct DirectoryTransferStorageTests {
         let storage = try DirectoryTransferStorage(directory: directory)
         let bytes = testBytes(1000)
         try storage.create(TransferRecord(id: "lost.bin", size: 1000, sha256: TransferDigest.sha256(bytes)))
-        try storage.write(Array(bytes[0..<600]), at: 0, id: "lost.bin")
+        try storage.write(bytes[0..<600], at: 0, id: "lost.bin")
         try storage.sync(id: "lost.bin", through: 600)
         try FileManager.default.removeItem(atPath: directory + "/.partial/lost.bin")
         let reopened = try DirectoryTransferStorage(directory: directory)

@@ -11,10 +11,10 @@ final class CorruptingStorage: TransferStorage {
     init(at: UInt64) { self.at = at }
     func record(for id: String) throws -> TransferRecord? { try inner.record(for: id) }
     func create(_ record: TransferRecord) throws { try inner.create(record) }
-    func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws {
-        var bytes = bytes
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
+        var bytes = Array(bytes)
         if at >= offset, at < offset + UInt64(bytes.count) { bytes[Int(at - offset)] ^= 0x01 }
-        try inner.write(bytes, at: offset, id: id)
+        try inner.write(bytes[...], at: offset, id: id)
     }
     func sync(id: String, through offset: UInt64) throws { try inner.sync(id: id, through: offset) }
     func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }

@@ -16,7 +16,7 @@ final class HookedStorage: TransferStorage {
 
     func record(for id: String) throws -> TransferRecord? { try inner.record(for: id) }
     func create(_ record: TransferRecord) throws { try inner.create(record) }
-    func write(_ bytes: [UInt8], at offset: UInt64, id: String) throws {
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
         try inner.write(bytes, at: offset, id: id)
         hook.withLock { $0 }?(offset + UInt64(bytes.count))
     }
