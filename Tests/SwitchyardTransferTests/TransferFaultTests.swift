@@ -1,3 +1,4 @@
+import Foundation
 import Switchyard
 import SwitchyardMemory
 import SwitchyardTransfer
@@ -69,6 +70,37 @@ struct TransferFaultTests {
         #expect(result.bytesResent <= UInt64(options.window))
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "suspended.bin") == bytes)
         registration.cancel()
+        server.close()
+        await transport.shutdownNow()
+    }
+
+    @Test("A file that changes between two calls of a send is refused by the sender, not spliced")
+    func fileChangedBetweenCalls() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let storage = HookedStorage(MemoryTransferStorage())
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/changing.bin"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(testBytes(4 << 20, seed: 12))))
+        let fired = Mutex(false)
+        storage.onWrite { written in
+            guard written >= 1 << 20, fired.withLock({ state in defer { state = true }; return !state }) else { return }
+            // The file changes, then the call breaks.
+            let handle = FileHandle(forWritingAtPath: path)!
+            handle.seekToEndOfFile()
+            handle.write(Data([1, 2, 3]))
+            handle.closeFile()
+            server.resetOpenTransfers()
+        }
+        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport), options: TransferOptions(retryDelay: .milliseconds(5)))
+        do {
+            _ = try await transfer.send(file: path)
+            Issue.record("a file that changed mid-send was accepted")
+        } catch let error as TransportError {
+            #expect(error.code == .failedPrecondition && error.reason == .sourceChanged)
+        }
+        #expect(try storage.record(for: "changing.bin")?.isComplete == false)
         server.close()
         await transport.shutdownNow()
     }
