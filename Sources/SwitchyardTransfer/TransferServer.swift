@@ -44,7 +44,7 @@ public final class TransferServer: Sendable {
         options: TransferServerOptions = TransferServerOptions()
     ) async throws -> TransferServer {
         let leases = TransferLeases()
-        let finished = AsyncStream<TransferRecord>.makeStream()
+        let finished = AsyncStream<TransferRecord>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let continuation = finished.continuation
         let receiver = TransferReceiver(storage: storage, options: options, leases: leases) { record in
             continuation.yield(record)
@@ -65,7 +65,7 @@ public final class TransferServer: Sendable {
     }
 
     /// Every transfer that finished (received whole, SHA-256 checked, stored), in order.
-    /// One consumer; ends when the server is closed.
+    /// One consumer; ends when the server is closed. Unread, the newest 1,024 are kept.
     public var finished: AsyncStream<TransferRecord> { finishedStream }
 
     /// Transfer calls open now (counting those still before their offer).

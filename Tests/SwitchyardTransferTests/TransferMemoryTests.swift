@@ -130,6 +130,27 @@ struct TransferMemoryTests {
         await transport.shutdownNow()
     }
 
+    @Test("A bad id is invalidArgument and a second send on one Transfer failedPrecondition")
+    func misuse() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: MemoryTransferStorage())
+        let channel = Channel(target: server.localAddress, transport: transport)
+        func code(_ body: () async throws -> TransferResult) async -> TransportError.Code? {
+            do {
+                _ = try await body()
+                return nil
+            } catch {
+                return (error as? TransportError)?.code
+            }
+        }
+        #expect(await code { try await Transfer(channel: channel).send(source: MemoryTransferSource([1]), id: "../etc/passwd") } == .invalidArgument)
+        let once = Transfer(channel: channel)
+        _ = try await once.send(source: MemoryTransferSource([1, 2, 3]), id: "once.bin")
+        #expect(await code { try await once.send(source: MemoryTransferSource([1, 2, 3]), id: "once.bin") } == .failedPrecondition)
+        server.close()
+        await transport.shutdownNow()
+    }
+
     @Test("Into a folder: the file appears under its id, and offering it again sends nothing")
     func directory() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
