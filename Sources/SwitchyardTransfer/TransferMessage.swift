@@ -10,7 +10,9 @@ public import Switchyard
 /// 1. sender → `offer`: which transfer (its id), the whole source's size and SHA-256,
 ///    and its window (the most bytes it keeps sent and not acknowledged).
 /// 2. receiver → `resume`: the offset it has durably written for that id (0 if the id is
-///    new, the size if the file is complete already). Or the receiver ends the call with
+///    new; the size if the file is complete already, and the sender goes on to `end`).
+///    A call still open for that id (left over from a broken connection the receiver
+///    has not noticed yet) is ended first. Or the receiver ends the call with
 ///    an error status and no `resume`: `failedPrecondition`, reason `source changed`
 ///    (the id is known with another size or hash: never spliced),
 ///    `invalidArgument` (a malformed id), `unimplemented` (another protocol version).
@@ -24,13 +26,14 @@ public import Switchyard
 ///    receiver is not going to send.
 /// 5. sender → `end`, once every byte was sent.
 /// 6. receiver: syncs, checks the SHA-256 of the whole file and answers `done` (size
-///    and the SHA-256 it computed) then ends the call with status OK; or ends it with
+///    and SHA-256, the ones it checked) then ends the call with status OK; or ends it with
 ///    `aborted`, reason `integrity mismatch` (it then discards the partial file).
 ///    The call ends with the receiver's status; the sender closes its end then.
 ///
 /// A broken call (`unavailable`) leaves the receiver's durable offset where the last
 /// sync put it; the sender opens a new call and starts again at step 1, and the
-/// receiver's `resume` says from where. A byte already acknowledged is never sent again.
+/// receiver's `resume` says from where. A byte already acknowledged is never sent again
+/// (unless the receiver lost it and answers an earlier offset).
 ///
 /// ## Wire format
 ///
