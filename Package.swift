@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
         .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
+        .library(name: "SwitchyardTransfer", targets: ["SwitchyardTransfer"]),
         // A backend library for the loading tests: bsd exported through the C entry point
         // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
@@ -35,6 +36,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
@@ -116,6 +118,13 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix"],
             swiftSettings: strict
         ),
+        // Resumable transfers over calls (any backend): the protocol, the sender's
+        // `Transfer` and the receiver's `TransferServer`. SHA-256 from swift-crypto.
+        .target(
+            name: "SwitchyardTransfer",
+            dependencies: ["Switchyard", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
@@ -192,6 +201,11 @@ let package = Package(
         .testTarget(
             name: "SwitchyardNetlinkTests",
             dependencies: ["Switchyard", "SwitchyardNetlink"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardTransferTests",
+            dependencies: ["Switchyard", "SwitchyardTransfer", "SwitchyardBackends", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,45 @@
+import Switchyard
+
+/// Settings of a ``Transfer`` (the sending side).
+public struct TransferOptions: Sendable {
+    /// Bytes per chunk message (default 256 KiB; at most half the ``window``, and at most
+    /// what the receiver accepts: a ``TransferServer`` takes 1 MiB by default).
+    public var chunkSize: Int
+    /// The most bytes sent and not yet acknowledged (default 4 MiB). After a broken call
+    /// at most this many bytes are sent again.
+    public var window: Int
+    /// Calls in a row that may break before the transfer gives up (default 10); a call
+    /// that got the receiver's `resume` answer starts the count again.
+    public var maximumAttempts: Int
+    /// How long after a break the sender keeps trying to resume (default 30 s).
+    public var reconnectTimeout: Duration
+    /// The wait before the first new call after a break (default 50 ms), doubling up to
+    /// ``maximumRetryDelay`` (default 1 s).
+    public var retryDelay: Duration
+    public var maximumRetryDelay: Duration
+    /// Where to keep the resume state, if anywhere: loaded when a send starts, saved as
+    /// acknowledgements arrive (at most every 100 ms) and when a send stops, removed when
+    /// it succeeds.
+    public var resumeStatePath: String?
+
+    public init(
+        chunkSize: Int = 256 << 10, window: Int = 4 << 20, maximumAttempts: Int = 10,
+        reconnectTimeout: Duration = .seconds(30), retryDelay: Duration = .milliseconds(50),
+        maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil
+    ) {
+        precondition(chunkSize > 0 && window >= 2 && window <= Int(UInt32.max) && maximumAttempts > 0)
+        self.chunkSize = chunkSize
+        self.window = window
+        self.maximumAttempts = maximumAttempts
+        self.reconnectTimeout = reconnectTimeout
+        self.retryDelay = retryDelay
+        self.maximumRetryDelay = maximumRetryDelay
+        self.resumeStatePath = resumeStatePath
+    }
+
+    /// The chunk size used: ``chunkSize`` capped at half the window.
+    var effectiveChunkSize: Int { max(1, min(chunkSize, window / 2)) }
+
+    /// The calls' options: flow control on.
+    var callOptions: CallOptions { CallOptions(enableFlowControl: true) }
+}

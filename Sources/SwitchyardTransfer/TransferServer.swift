@@ -1,0 +1,97 @@
+public import Switchyard
+import Synchronization
+
+/// The receiving side of resumable transfers: a ``CallServer`` whose calls speak the
+/// transfer protocol (``TransferMessage``) and store files through a
+/// ``TransferStorage`` (``DirectoryTransferStorage`` for a folder,
+/// ``MemoryTransferStorage`` for tests, or your own sink).
+///
+/// Each transfer is resumable: a sender whose call broke asks again and is told the
+/// offset the storage has durably written. A known id offered with another size or
+/// SHA-256 is refused (`failedPrecondition`, reason `source changed`); a file whose
+/// SHA-256 does not match is discarded (`aborted`, reason `integrity mismatch`). A new
+/// call for an id that an open call holds ends that call first (see the protocol).
+///
+/// Memory: each call asks for one message at a time, so the server holds at most about
+/// one chunk plus one read buffer per open call, whatever its sender does
+/// (``bufferedBytes``).
+public final class TransferServer: Sendable {
+    /// The listener's address.
+    public let localAddress: Endpoint
+    public let storage: any TransferStorage
+    public let options: TransferServerOptions
+    private let server: CallServer
+    private let leases: TransferLeases
+    private let finishedStream: AsyncStream<TransferRecord>
+    private let finishedContinuation: AsyncStream<TransferRecord>.Continuation
+
+    private init(
+        server: CallServer, storage: any TransferStorage, options: TransferServerOptions, leases: TransferLeases,
+        finished: (AsyncStream<TransferRecord>, AsyncStream<TransferRecord>.Continuation)
+    ) {
+        self.server = server
+        self.localAddress = server.localAddress
+        self.storage = storage
+        self.options = options
+        self.leases = leases
+        (finishedStream, finishedContinuation) = finished
+    }
+
+    /// Listens on `endpoint` with `transport` and stores what arrives in `storage`.
+    /// - Throws: the listen's ``TransportError``.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, storage: any TransferStorage,
+        options: TransferServerOptions = TransferServerOptions()
+    ) async throws -> TransferServer {
+        let leases = TransferLeases()
+        let finished = AsyncStream<TransferRecord>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let continuation = finished.continuation
+        let receiver = TransferReceiver(storage: storage, options: options, leases: leases) { record in
+            continuation.yield(record)
+        }
+        let server = try await CallServer.start(transport: transport, on: endpoint, options: options.callOptions) { call in
+            try await receiver.serve(call)
+        }
+        return TransferServer(server: server, storage: storage, options: options, leases: leases, finished: finished)
+    }
+
+    /// Listens in `directory` (``DirectoryTransferStorage``): finished files are
+    /// `directory/<id>`.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, directory: String,
+        options: TransferServerOptions = TransferServerOptions()
+    ) async throws -> TransferServer {
+        try await start(transport: transport, on: endpoint, storage: try DirectoryTransferStorage(directory: directory), options: options)
+    }
+
+    /// Every transfer that finished (received whole, SHA-256 checked, stored), in order.
+    /// One consumer; ends when the server is closed. Unread, the newest 1,024 are kept.
+    public var finished: AsyncStream<TransferRecord> { finishedStream }
+
+    /// Transfer calls open now (counting those still before their offer).
+    public var openCalls: Int { server.openCalls }
+
+    /// Bytes received by open transfer calls and not yet handed to the storage (the
+    /// calls' ``Call/bufferedBytes``).
+    public var bufferedBytes: Int {
+        leases.calls.reduce(0) { $0 + $1.call.bufferedBytes }
+    }
+
+    /// Ends every open transfer call now by resetting its connection; the senders see
+    /// `unavailable` (reason `reset`) and resume. What was synced stays.
+    public func resetOpenTransfers() {
+        for call in leases.calls { call.cancel() }
+    }
+
+    /// Stops accepting; open transfers go on.
+    public func close() {
+        server.close()
+        finishedContinuation.finish()
+    }
+
+    /// Stops accepting and ends every open transfer call.
+    public func closeNow() {
+        server.closeNow()
+        finishedContinuation.finish()
+    }
+}

@@ -1,0 +1,73 @@
+import Switchyard
+
+/// What a receiver knows about one transfer.
+public struct TransferRecord: Sendable, Hashable {
+    /// The transfer's id (the sender's choice; also the finished file's name in a
+    /// ``DirectoryTransferStorage``).
+    public var id: String
+    /// The whole source's size in bytes.
+    public var size: UInt64
+    /// The whole source's SHA-256 (32 bytes), as offered.
+    public var sha256: [UInt8]
+    /// Bytes from the start that are durable (written and synced).
+    public var durableOffset: UInt64
+    /// Whether the file was received whole and its SHA-256 checked.
+    public var isComplete: Bool
+
+    public init(id: String, size: UInt64, sha256: [UInt8], durableOffset: UInt64 = 0, isComplete: Bool = false) {
+        self.id = id
+        self.size = size
+        self.sha256 = sha256
+        self.durableOffset = durableOffset
+        self.isComplete = isComplete
+    }
+}
+
+/// Where a receiver puts the bytes of its transfers: the file I/O behind the protocol,
+/// so tests keep them in memory (``MemoryTransferStorage``) and a server in a folder
+/// (``DirectoryTransferStorage``).
+///
+/// The receiver calls it for one id at a time (a new call for an id waits until the
+/// previous call for it has ended), in this order: ``record(for:)``; then
+/// ``create(_:)`` for a new id; ``write(_:at:id:)`` for each chunk in offset order
+/// starting at the durable offset; ``sync(id:through:)`` before each acknowledgement;
+/// at the end ``digest(id:)`` then ``complete(id:)`` or, if the digest differs,
+/// ``discard(id:)``. Errors it throws end the call with that error (a
+/// ``TransportError`` as is, anything else as `internal`, reason `i/o error`).
+public protocol TransferStorage: Sendable {
+    /// What is stored for `id`, nil if nothing. Bytes written past the durable offset
+    /// and never synced are forgotten: the next write starts at the durable offset.
+    func record(for id: String) throws -> TransferRecord?
+    /// Starts a new transfer with no bytes (replacing whatever was stored for its id).
+    func create(_ record: TransferRecord) throws
+    /// Stores `bytes` at `offset` (not yet durable). `bytes` is a slice of the received
+    /// message: not copied on the way here.
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws
+    /// Makes every byte written so far durable and records `offset` as the durable
+    /// offset (it survives a restart of the receiver).
+    func sync(id: String, through offset: UInt64) throws
+    /// The SHA-256 of the stored bytes from 0 to the record's size.
+    func digest(id: String) throws -> [UInt8]
+    /// The file is whole and checked: publish it and mark the record complete.
+    func complete(id: String) throws
+    /// Forgets the transfer and its bytes (after an integrity mismatch).
+    func discard(id: String) throws
+}
+
+extension TransferRecord {
+    /// Whether `id` may be used as a transfer id (and a file name): 1 to 255 bytes of
+    /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.`.
+    public static func isValid(id: String) -> Bool {
+        let bytes = Array(id.utf8)
+        guard !bytes.isEmpty, bytes.count <= TransferMessage.maximumIDLength, bytes[0] != UInt8(ascii: ".") else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                true
+            default:
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import Switchyard
+import SwitchyardTransfer
+import Synchronization
+
+/// A storage that passes everything to another and runs a hook after each write with
+/// the offset written up to (tests break calls from it, or look at the server).
+final class HookedStorage: TransferStorage {
+    let inner: any TransferStorage
+    private let hook = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+
+    init(_ inner: any TransferStorage) { self.inner = inner }
+
+    func onWrite(_ body: @escaping @Sendable (UInt64) -> Void) { hook.withLock { $0 = body } }
+
+    func record(for id: String) throws -> TransferRecord? { try inner.record(for: id) }
+    func create(_ record: TransferRecord) throws { try inner.create(record) }
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
+        try inner.write(bytes, at: offset, id: id)
+        hook.withLock { $0 }?(offset + UInt64(bytes.count))
+    }
+    func sync(id: String, through offset: UInt64) throws { try inner.sync(id: id, through: offset) }
+    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
+    func complete(id: String) throws { try inner.complete(id: id) }
+    func discard(id: String) throws { try inner.discard(id: id) }
+}
+
+/// Resets the server's open transfer calls once each time the bytes written cross one
+/// of `offsets` (a real reset of the call's connection: the sender sees `unavailable`).
+func breakCalls(of server: TransferServer, at offsets: [UInt64], in storage: HookedStorage) {
+    let remaining = Mutex(offsets.sorted())
+    storage.onWrite { written in
+        let fire = remaining.withLock { remaining -> Bool in
+            guard let first = remaining.first, written >= first else { return false }
+            remaining.removeFirst()
+            return true
+        }
+        if fire { server.resetOpenTransfers() }
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift, eight bytes a step: quick in debug builds).
+func testBytes(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        var index = 0
+        while index < count {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            var word = state
+            for _ in 0..<min(8, count - index) {
+                buffer[index] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+                index += 1
+            }
+        }
+        initialized = count
+    }
+}
+
+/// A fresh temporary folder.
+func temporaryDirectory() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-transfer-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+let loopback = Endpoint(host: "127.0.0.1", port: 0)
+
+/// Floods a receiver on `transport`: a raw sender offers 16 MiB, then sends every 256 KiB
+/// chunk at once without reading an ack. Checks the receiver's peak ``TransferServer/
+/// bufferedBytes`` (sampled at each write) stays within one chunk and one read, and
+/// the file arrives whole.
+func floodReceiver(transport: any Transport, label: String) async throws {
+    let storage = HookedStorage(MemoryTransferStorage())
+    let chunk = 256 << 10
+    let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 1 << 20, maximumChunkSize: chunk))
+    let peak = Mutex(0)
+    storage.onWrite { _ in
+        let now = server.bufferedBytes
+        peak.withLock { $0 = max($0, now) }
+    }
+    let bytes = testBytes(16 << 20, seed: 4)
+    let channel = Channel(target: server.localAddress, transport: transport)
+    try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+        let offer = TransferMessage.offer(version: 1, id: "flood.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: UInt32.max)
+        try await call.write(offer.encoded)
+        _ = try await call.next()
+        var offset = 0
+        while offset < bytes.count {
+            call.call.send(TransferMessage.chunk(offset: UInt64(offset), bytes: bytes[offset..<(offset + chunk)]))
+            offset += chunk
+        }
+        try await call.write(TransferMessage.end.encoded)
+        while let message = try await call.next() {
+            if case .done = try TransferMessage(decoding: message) { break }
+        }
+    }
+    let held = peak.withLock { $0 }
+    print("transfer receiver (\(label)): peak buffered \(held) bytes under a 16 MiB flood of \(chunk >> 10) KiB chunks")
+    #expect(held > 0)
+    #expect(held <= chunk + 9 + 5 + 256 << 10)
+    #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "flood.bin") == bytes)
+    server.close()
+}
