@@ -204,6 +204,7 @@ struct ProgressDisplay {
     /// The newest report not drawn yet (a terminal draws it at the end).
     private var pending: TransferProgress?
     private var drewLine = false
+    private var drewEnd = false
 
     init(terminal: Bool) {
         self.terminal = terminal
@@ -214,6 +215,9 @@ struct ProgressDisplay {
         if first { startOffset = report.bytesAcknowledged }
         let now = clock.now
         let done = report.bytesAcknowledged == report.totalBytes
+        // The end is reported twice (the last ack, then the receiver's done): draw it once.
+        guard !(done && drewEnd) else { return }
+        drewEnd = done
         let tenth = report.totalBytes == 0 ? 10 : Int(report.bytesAcknowledged * 10 / report.totalBytes)
         let due: Bool
         if terminal {
