@@ -93,6 +93,65 @@ struct TransferToolsTests {
         await expectCleanStop(server)
     }
 
+    /// On a terminal (a pseudo-terminal from util-linux's `script`) the progress is one
+    /// line redrawn in place: carriage returns and erase-to-end-of-line, no plain lines;
+    /// the summary line follows on a line of its own.
+    @Test("On a terminal transfer-client redraws one progress bar in place", arguments: socketBackends)
+    func progressBarOnTerminal(backend: String) async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else {
+            print("skipped: the progress bar test needs /usr/bin/script (bsdutils) for a pseudo-terminal")
+            return
+        }
+        let work = try TemporaryFolder()
+        let file = work.path + "/bar.bin"
+        let size = 16 << 20
+        try writeRandomFile(file, size: size)
+        let (server, port) = try await startTransferServer(backend: backend, dir: work.path + "/received")
+        defer { server.killIfRunning() }
+        let command = [try Products.path("transfer-client"), "send", file, "--backend", backend, "--port", String(port)]
+        let client = try Subprocess("/usr/bin/script", ["-qec", command.joined(separator: " "), "/dev/null"], name: "transfer-client(\(backend)) on a terminal")
+        #expect(await client.wait(timeout: .seconds(60)) == .exit(0), "\(client.report)\n\(server.report)")
+        let output = client.stdout
+        #expect(output.contains("\r[") && output.contains("\u{1B}[K") && output.contains("MiB/s  ETA ") && output.contains("resumes 0"), "\(client.report)")
+        #expect(output.contains("[########################] 100.0% 16.0/16.0 MiB"), "\(client.report)")
+        #expect(!output.contains("progress:"), "\(client.report)")
+        let summary = TransferSummary(output.replacingOccurrences(of: "\r", with: ""))
+        #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: try sha256sum(file)), "\(client.report)")
+        await expectCleanStop(server, with: SIGINT)
+    }
+
+    /// SIGINT mid-transfer (the server held still with SIGSTOP so that the transfer is
+    /// surely unfinished): the client stops, keeps the resume state, says how to resume
+    /// and exits 1.
+    @Test("SIGINT stops transfer-client with the resume state kept", arguments: socketBackends)
+    func interruptKeepsResumeState(backend: String) async throws {
+        let work = try TemporaryFolder()
+        let file = work.path + "/interrupted.bin"
+        let size = 32 << 20
+        try writeRandomFile(file, size: size)
+        let state = work.path + "/interrupted.state"
+        let (server, port) = try await startTransferServer(backend: backend, dir: work.path + "/received")
+        defer {
+            server.send(SIGCONT)
+            server.killIfRunning()
+        }
+        let client = try Subprocess(
+            try Products.path("transfer-client"),
+            ["send", file, "--backend", backend, "--port", String(port), "--resume-state", state],
+            name: "transfer-client(\(backend))")
+        defer { client.killIfRunning() }
+        _ = try await waitForProgress(of: client, atLeast: 1)
+        server.send(SIGSTOP)
+        let ending = await client.stop(with: SIGINT)
+        server.send(SIGCONT)
+        #expect(ending == .exit(1), "\(client.report)")
+        #expect(client.stderr.contains("SIGINT") && client.stderr.contains("cancelled") && client.stderr.contains("the resume state is in \(state)"), "\(client.report)")
+        #expect(TransferSummary(client.stdout) == nil, "\(client.report)")
+        let saved = try String(contentsOfFile: state, encoding: .utf8)
+        #expect(saved.contains("id interrupted.bin\n") && !saved.contains("acknowledged \(size)\n"), "the resume state: \(saved)")
+        await expectCleanStop(server)
+    }
+
     /// A server that is not there: the client keeps trying for --reconnect-timeout, then
     /// fails with exit 1 and says why.
     @Test("transfer-client gives up after --reconnect-timeout when no server answers", arguments: socketBackends)
