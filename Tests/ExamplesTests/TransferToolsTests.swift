@@ -120,6 +120,47 @@ struct TransferToolsTests {
         await expectCleanStop(server, with: SIGINT)
     }
 
+    /// The receiver dies instead (SIGKILL) and a new transfer-server starts on the same
+    /// folder and port; the client, held still meanwhile (SIGSTOP) so that the transfer
+    /// is surely unfinished, resumes in the same process from what the first server
+    /// synced: one resume, at most one window (4 MiB) sent again.
+    @Test("transfer-client resumes against a restarted transfer-server on the same folder", arguments: socketBackends)
+    func resumesAfterServerRestart(backend: String) async throws {
+        let work = try TemporaryFolder()
+        let file = work.path + "/restart.bin"
+        let size = 48 << 20
+        try writeRandomFile(file, size: size)
+        let dir = work.path + "/received"
+        let (server, port) = try await startTransferServer(backend: backend, dir: dir)
+        defer { server.killIfRunning() }
+        let client = try Subprocess(
+            try Products.path("transfer-client"),
+            ["send", file, "--backend", backend, "--port", String(port), "--reconnect-timeout", "30"],
+            name: "transfer-client(\(backend))")
+        defer {
+            client.send(SIGCONT)
+            client.killIfRunning()
+        }
+        let acknowledged = try await waitForProgress(of: client, atLeast: UInt64(size / 5))
+        client.send(SIGSTOP)
+        #expect(await server.stop(with: SIGKILL) == .signal(SIGKILL), "\(server.report)")
+
+        let restarted = try Subprocess(
+            try Products.path("transfer-server"), ["--dir", dir, "--backend", backend, "--host", "127.0.0.1", "--port", String(port)],
+            name: "transfer-server #2 (\(backend))", hardTimeout: .seconds(150))
+        defer { restarted.killIfRunning() }
+        _ = try await restarted.waitForLine(containing: "listening on 127.0.0.1:\(port)")
+        client.send(SIGCONT)
+        #expect(await client.wait(timeout: .seconds(90)) == .exit(0), "\(client.report)\n\(restarted.report)")
+        let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
+        let sha256 = try sha256sum(file)
+        #expect(summary.sha256 == sha256 && summary.resumes == 1, "\(client.report)")
+        #expect(summary.resent <= 4 << 20 && summary.sent == UInt64(size) + summary.resent, "acknowledged \(acknowledged) before the restart\n\(client.report)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/restart.bin")) == Data(contentsOf: URL(fileURLWithPath: file)), "the stored copy differs")
+        _ = try await restarted.waitForLine(containing: "transfer-server: received restart.bin (\(size) bytes, sha256 \(sha256))", timeout: .seconds(5))
+        await expectCleanStop(restarted)
+    }
+
     /// SIGINT mid-transfer (the server held still with SIGSTOP so that the transfer is
     /// surely unfinished): the client stops, keeps the resume state, says how to resume
     /// and exits 1.
