@@ -192,7 +192,7 @@ let package = Package(
         .executableTarget(
             name: "transfer-client",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferClient",

@@ -4,10 +4,16 @@
 //     transfer-client send FILE [--backend NAME] [--backend-library PATH ...]
 //                     [--host HOST] [--port PORT] [--id ID]
 //                     [--resume-state PATH] [--reconnect-timeout SECONDS]
+//                     [--follow-network] [--stall-timeout SECONDS]
 //
 // One `Transfer` over a `Channel`: the file goes in chunks, the server acknowledges what
 // it synced, and a broken call is followed by a new one that resumes from the server's
 // last acknowledged offset, for up to --reconnect-timeout seconds after the break.
+// A path that dies without an error (a network switch, a link gone) breaks the call only
+// if something notices: `--follow-network` makes the channel follow rtnetlink, so a change
+// of network ends the call at once (unavailable, connectivity or path changed) and the
+// next one goes over the new path; `--stall-timeout` ends a call that made no progress
+// for that long (the backend's stall detection).
 //
 // With `--resume-state PATH` the resume state (id, the file's identity, size and
 // SHA-256, the acknowledged offset) is saved in PATH as acknowledgements arrive and when
@@ -35,6 +41,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackends
+import SwitchyardNetlink
 import SwitchyardTransfer
 
 @main
@@ -84,6 +91,12 @@ struct Send: AsyncParsableCommand {
     @Option(name: .customLong("reconnect-timeout"), help: "Seconds to keep trying to resume after a connection broke.")
     var reconnectTimeout = 30.0
 
+    @Flag(name: .customLong("follow-network"), help: "Follow the network (rtnetlink): a change of network ends the call at once and the transfer resumes over the new path, instead of waiting for the old connection to fail.")
+    var followNetwork = false
+
+    @Option(name: .customLong("stall-timeout"), help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
+    var stallTimeout: Double?
+
     func validate() throws {
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
@@ -95,6 +108,9 @@ struct Send: AsyncParsableCommand {
         }
         guard reconnectTimeout > 0, reconnectTimeout <= 86_400 else {
             throw ValidationError("--reconnect-timeout \(reconnectTimeout) is out of range: use a number of seconds in (0, 86400]")
+        }
+        if let stallTimeout, !(stallTimeout > 0 && stallTimeout <= 3600) {
+            throw ValidationError("--stall-timeout \(stallTimeout) is out of range: use a number of seconds in (0, 3600]")
         }
         // The file: opened here so that a missing or unreadable one is a usage error.
         do {
@@ -151,11 +167,32 @@ struct Send: AsyncParsableCommand {
         let name = Backends.selectedName(explicit: backend)
         let transport: any Transport
         do {
-            transport = try Backends.makeTransport(named: name)
+            let configuration = TransportConfiguration(stallTimeout: stallTimeout.map { .milliseconds(Int64($0 * 1000)) })
+            transport = try Backends.makeTransport(named: name, configuration: configuration)
         } catch {
             fail("cannot start backend '\(name)': \(error)")
         }
-        let channel = Channel(target: Endpoint(host: host, port: port), transport: transport)
+        // With --follow-network a change of network ends the call at once (the channel's
+        // rule); the transfer then resumes on a new call. Changes are told on stderr.
+        var monitor: NetlinkConnectivityMonitor?
+        var observation: ConnectivityObservation?
+        if followNetwork {
+            do {
+                let netlink = try NetlinkConnectivityMonitor()
+                writeStandardError("transfer-client: network: \(netlink.current)\n")
+                observation = netlink.observe { path in
+                    writeStandardError("transfer-client: network changed to \(path)\n")
+                }
+                monitor = netlink
+            } catch {
+                writeStandardError("transfer-client: cannot follow the network (\(error)); resuming on broken connections only\n")
+            }
+        }
+        defer {
+            observation?.cancel()
+            monitor?.close()
+        }
+        let channel = Channel(target: Endpoint(host: host, port: port), transport: transport, monitor: monitor)
         let options = TransferOptions(
             reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState)
         let transfer = Transfer(channel: channel, options: options)

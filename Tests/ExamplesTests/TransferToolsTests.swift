@@ -227,6 +227,8 @@ struct TransferToolsTests {
         (["send", "BADNAME"], ["not a transfer id", "--id"]),
         (["send", "FILE", "--resume-state", "/nonexistent-folder/state"], ["--resume-state", "/nonexistent-folder"]),
         (["send", "FILE", "--resume-state", "GARBAGE"], ["--resume-state", "not a transfer resume state"]),
+        (["send", "FILE", "--stall-timeout", "0"], ["--stall-timeout"]),
+        (["send", "FILE", "--stall-timeout", "4000"], ["--stall-timeout", "4000"]),
         (["send", "FILE", "--frobnicate"], ["--frobnicate"]),
     ]
 
