@@ -161,6 +161,106 @@ struct TransferToolsTests {
         await expectCleanStop(restarted)
     }
 
+    /// transfer-client --follow-network across a real switch of network, in namespaces
+    /// (``transferAcrossSwitchScript``): the client's default route moves from a
+    /// `wlan0`-named link to a `wwan0`-named one mid-transfer and the old link goes
+    /// down. The client must say so, resume once over the new path (not wait for the
+    /// dead connection), send at most one window again, and deliver the file intact.
+    /// Needs root and iproute2; elsewhere it says so and passes.
+    @Test("transfer-client --follow-network resumes over the new path after a switch from wifi to cellular", arguments: socketBackends)
+    func acrossNetworkSwitch(backend: String) async throws {
+        guard ReconnectTests.canBuildNamespaces else {
+            print("skipped: transfer-client across a switch needs root and iproute2")
+            return
+        }
+        let work = try TemporaryFolder()
+        let size = 48 << 20
+        try writeRandomFile(work.path + "/switch.bin", size: size)
+        let directory = (try Products.path("transfer-client") as NSString).deletingLastPathComponent
+        let run = try Subprocess(
+            "/bin/bash", ["-c", Self.transferAcrossSwitchScript, "transfer-across-switch", directory, backend, work.path, String(size / 5)],
+            name: "transfer across a switch (\(backend))", hardTimeout: .seconds(90))
+        let ending = await run.wait(timeout: .seconds(90))
+        let output = (try? String(contentsOfFile: work.path + "/client.out", encoding: .utf8)) ?? ""
+        let errors = (try? String(contentsOfFile: work.path + "/client.err", encoding: .utf8)) ?? ""
+        let what = "\(run.report)\n--- client ---\n\(output)\(errors)"
+        #expect(ending == .exit(0), "\(what)")
+        #expect(errors.contains("transfer-client: network: wifi (wlan0-") && errors.contains("network changed to cellular (wwan0-"), "\(what)")
+        let summary = try #require(TransferSummary(output), "no summary line\n\(what)")
+        #expect(summary.sha256 == (try sha256sum(work.path + "/switch.bin")), "\(what)")
+        #expect(summary.resumes >= 1 && summary.resent <= 4 << 20 && summary.sent == UInt64(size) + summary.resent, "\(what)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: work.path + "/received/switch.bin")) == Data(contentsOf: URL(fileURLWithPath: work.path + "/switch.bin")), "the stored copy differs")
+    }
+
+    /// Makes two namespaces (the client's with `wlan0-N`, default route first, and
+    /// `wwan0-N`, each a veth to the server's, which holds the server address on its
+    /// loopback), starts transfer-server in one and `transfer-client send
+    /// --follow-network` in the other, and switches the client's network once a fifth
+    /// is acknowledged (the server held still meanwhile so the transfer is surely
+    /// unfinished). Arguments: BIN_DIR BACKEND WORK_DIR (holding switch.bin) MIN_BYTES.
+    /// The client's output goes to WORK_DIR/client.out and client.err.
+    static let transferAcrossSwitchScript = #"""
+set -euo pipefail
+bin=$1
+backend=$2
+work=$3
+id=$(( $$ % 100000 ))
+client=sy-tx-c-$id
+server=sy-tx-s-$id
+server_pid=""
+client_pid=""
+cleanup() {
+    [ -n "$client_pid" ] && kill -KILL "$client_pid" 2>/dev/null || true
+    [ -n "$server_pid" ] && { kill -CONT "$server_pid"; kill -KILL "$server_pid"; } 2>/dev/null || true
+    ip netns del "$client" 2>/dev/null || true
+    ip netns del "$server" 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add "$client"
+ip netns add "$server"
+ip link add "wlan0-$id" type veth peer name "sw-$id"
+ip link add "wwan0-$id" type veth peer name "sc-$id"
+ip link set "wlan0-$id" netns "$client"
+ip link set "wwan0-$id" netns "$client"
+ip link set "sw-$id" netns "$server"
+ip link set "sc-$id" netns "$server"
+ip -n "$server" link set lo up
+ip -n "$server" addr add 10.214.100.1/32 dev lo
+ip -n "$server" addr add 10.214.1.1/24 dev "sw-$id"
+ip -n "$server" addr add 10.214.2.1/24 dev "sc-$id"
+ip -n "$server" link set "sw-$id" up
+ip -n "$server" link set "sc-$id" up
+ip -n "$client" link set lo up
+ip -n "$client" addr add 10.214.1.2/24 dev "wlan0-$id"
+ip -n "$client" addr add 10.214.2.2/24 dev "wwan0-$id"
+ip -n "$client" link set "wlan0-$id" up
+ip -n "$client" link set "wwan0-$id" up
+ip -n "$client" route add default via 10.214.1.1 dev "wlan0-$id"
+
+ip netns exec "$server" "$bin/transfer-server" --backend "$backend" --dir "$work/received" --host 10.214.100.1 --port 7008 >"$work/server.out" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
+ip netns exec "$client" timeout 60 "$bin/transfer-client" send "$work/switch.bin" --backend "$backend" --follow-network \
+    --host 10.214.100.1 --port 7008 >"$work/client.out" 2>"$work/client.err" &
+client_pid=$!
+# Once a fifth is acknowledged, hold the server still (so the transfer is surely
+# unfinished), switch the client's network, and let the server go on.
+for _ in $(seq 1000); do
+    awk -v min="$4" '$1 == "progress:" && $2 >= min { found = 1 } END { exit !found }' "$work/client.out" && break
+    sleep 0.01
+done
+kill -STOP "$server_pid"
+ip -n "$client" route replace default via 10.214.2.1 dev "wwan0-$id"
+ip -n "$client" link set "wlan0-$id" down
+sleep 0.3
+kill -CONT "$server_pid"
+status=0
+wait "$client_pid" || status=$?
+client_pid=""
+echo "client exit $status"
+exit $status
+"""#
+
     /// SIGINT mid-transfer (the server held still with SIGSTOP so that the transfer is
     /// surely unfinished): the client stops, keeps the resume state, says how to resume
     /// and exits 1.
