@@ -216,8 +216,7 @@ struct Send: AsyncParsableCommand {
             await display.value
             interrupted.cancel()
             await transport.shutdown(gracePeriod: .seconds(1))
-            let kept = resumeState.map { "; the resume state is in \($0): run the same command to resume" } ?? ""
-            fail("\(error)\(kept)")
+            fail("\(error)\(advice(for: error))")
         }
         await display.value
         interrupted.cancel()
@@ -225,6 +224,17 @@ struct Send: AsyncParsableCommand {
         print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(resumes), sha256 \(result.sha256Hex)")
         fflush(nil)
         await transport.shutdown(gracePeriod: .seconds(1))
+    }
+}
+
+extension Send {
+    /// What to do next after `error`, appended to its message.
+    func advice(for error: any Error) -> String {
+        if let error = error as? TransportError, error.reason == .sourceChanged {
+            let state = resumeState.map { " (and remove \($0))" } ?? ""
+            return "; the server or the resume state knows another version of this file: send this one under another --id\(state)"
+        }
+        return resumeState.map { "; the resume state is in \($0): run the same command to resume" } ?? ""
     }
 }
 

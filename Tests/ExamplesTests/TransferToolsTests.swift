@@ -263,8 +263,8 @@ exit $status
 
     /// SIGINT mid-transfer (the server held still with SIGSTOP so that the transfer is
     /// surely unfinished): the client stops, keeps the resume state, says how to resume
-    /// and exits 1.
-    @Test("SIGINT stops transfer-client with the resume state kept", arguments: socketBackends)
+    /// and exits 1. Then the file changes, and resuming it is refused.
+    @Test("SIGINT stops transfer-client with the resume state kept; a changed file is then refused, not spliced", arguments: socketBackends)
     func interruptKeepsResumeState(backend: String) async throws {
         let work = try TemporaryFolder()
         let file = work.path + "/interrupted.bin"
@@ -290,6 +290,30 @@ exit $status
         #expect(TransferSummary(client.stdout) == nil, "\(client.report)")
         let saved = try String(contentsOfFile: state, encoding: .utf8)
         #expect(saved.contains("id interrupted.bin\n") && !saved.contains("acknowledged \(size)\n"), "the resume state: \(saved)")
+
+        // The file changes: resuming would splice two versions, so the client refuses
+        // (from its resume state), and so does the server (which knows the id), until it
+        // goes under another id.
+        let handle = try #require(FileHandle(forWritingAtPath: file))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("one more line\n".utf8))
+        try handle.close()
+        let changedFromState = try Subprocess(
+            try Products.path("transfer-client"),
+            ["send", file, "--backend", backend, "--port", String(port), "--resume-state", state], name: "transfer-client(\(backend)), changed file")
+        #expect(await changedFromState.wait(timeout: .seconds(30)) == .exit(1), "\(changedFromState.report)")
+        #expect(changedFromState.stderr.contains("source changed") && changedFromState.stderr.contains("another --id"), "\(changedFromState.report)")
+        #expect(FileManager.default.fileExists(atPath: state), "\(changedFromState.report)")
+        try FileManager.default.removeItem(atPath: state)
+        let changed = try Subprocess(
+            try Products.path("transfer-client"), ["send", file, "--backend", backend, "--port", String(port)], name: "transfer-client(\(backend)), changed file")
+        #expect(await changed.wait(timeout: .seconds(30)) == .exit(1), "\(changed.report)")
+        #expect(changed.stderr.contains("source changed") && changed.stderr.contains("refusing to splice"), "\(changed.report)")
+        let renamed = try Subprocess(
+            try Products.path("transfer-client"), ["send", file, "--backend", backend, "--port", String(port), "--id", "interrupted-2.bin"],
+            name: "transfer-client(\(backend)), another id")
+        #expect(await renamed.wait(timeout: .seconds(60)) == .exit(0), "\(renamed.report)")
+        #expect(TransferSummary(renamed.stdout)?.sha256 == (try sha256sum(file)), "\(renamed.report)")
         await expectCleanStop(server)
     }
 
