@@ -161,14 +161,15 @@ struct TransferToolsTests {
         await expectCleanStop(restarted)
     }
 
-    /// transfer-client --follow-network across a real switch of network, in namespaces
+    /// transfer-client across a real switch of network, in namespaces
     /// (``transferAcrossSwitchScript``): the client's default route moves from a
     /// `wlan0`-named link to a `wwan0`-named one mid-transfer and the old link goes
-    /// down. The client must say so, resume once over the new path (not wait for the
-    /// dead connection), send at most one window again, and deliver the file intact.
-    /// Needs root and iproute2; elsewhere it says so and passes.
-    @Test("transfer-client --follow-network resumes over the new path after a switch from wifi to cellular", arguments: socketBackends)
-    func acrossNetworkSwitch(backend: String) async throws {
+    /// down. With `--follow-network` the client must say so and resume at once; with
+    /// `--stall-timeout 2` instead, the dead connection counts as broken after 2 s.
+    /// Either way it resumes over the new path, sends at most one window again, and
+    /// delivers the file intact. Needs root and iproute2; elsewhere it says so and passes.
+    @Test("transfer-client resumes over the new path after a switch from wifi to cellular", arguments: socketBackends, ["--follow-network", "--stall-timeout 2"])
+    func acrossNetworkSwitch(backend: String, flags: String) async throws {
         guard ReconnectTests.canBuildNamespaces else {
             print("skipped: transfer-client across a switch needs root and iproute2")
             return
@@ -178,14 +179,18 @@ struct TransferToolsTests {
         try writeRandomFile(work.path + "/switch.bin", size: size)
         let directory = (try Products.path("transfer-client") as NSString).deletingLastPathComponent
         let run = try Subprocess(
-            "/bin/bash", ["-c", Self.transferAcrossSwitchScript, "transfer-across-switch", directory, backend, work.path, String(size / 5)],
-            name: "transfer across a switch (\(backend))", hardTimeout: .seconds(90))
+            "/bin/bash", ["-c", Self.transferAcrossSwitchScript, "transfer-across-switch", directory, backend, work.path, String(size / 5), flags],
+            name: "transfer across a switch (\(backend), \(flags))", hardTimeout: .seconds(90))
         let ending = await run.wait(timeout: .seconds(90))
         let output = (try? String(contentsOfFile: work.path + "/client.out", encoding: .utf8)) ?? ""
         let errors = (try? String(contentsOfFile: work.path + "/client.err", encoding: .utf8)) ?? ""
         let what = "\(run.report)\n--- client ---\n\(output)\(errors)"
         #expect(ending == .exit(0), "\(what)")
-        #expect(errors.contains("transfer-client: network: wifi (wlan0-") && errors.contains("network changed to cellular (wwan0-"), "\(what)")
+        if flags == "--follow-network" {
+            #expect(errors.contains("transfer-client: network: wifi (wlan0-") && errors.contains("network changed to cellular (wwan0-"), "\(what)")
+        } else {
+            #expect(!errors.contains("network"), "no monitor without --follow-network\n\(what)")
+        }
         let summary = try #require(TransferSummary(output), "no summary line\n\(what)")
         #expect(summary.sha256 == (try sha256sum(work.path + "/switch.bin")), "\(what)")
         #expect(summary.resumes >= 1 && summary.resent <= 4 << 20 && summary.sent == UInt64(size) + summary.resent, "\(what)")
@@ -194,10 +199,11 @@ struct TransferToolsTests {
 
     /// Makes two namespaces (the client's with `wlan0-N`, default route first, and
     /// `wwan0-N`, each a veth to the server's, which holds the server address on its
-    /// loopback), starts transfer-server in one and `transfer-client send
-    /// --follow-network` in the other, and switches the client's network once a fifth
+    /// loopback), starts transfer-server in one and `transfer-client send`
+    /// in the other, and switches the client's network once a fifth
     /// is acknowledged (the server held still meanwhile so the transfer is surely
-    /// unfinished). Arguments: BIN_DIR BACKEND WORK_DIR (holding switch.bin) MIN_BYTES.
+    /// unfinished). Arguments: BIN_DIR BACKEND WORK_DIR (holding switch.bin) MIN_BYTES
+    /// [CLIENT_FLAGS, default --follow-network].
     /// The client's output goes to WORK_DIR/client.out and client.err.
     static let transferAcrossSwitchScript = #"""
 set -euo pipefail
@@ -240,7 +246,7 @@ ip -n "$client" route add default via 10.214.1.1 dev "wlan0-$id"
 ip netns exec "$server" "$bin/transfer-server" --backend "$backend" --dir "$work/received" --host 10.214.100.1 --port 7008 >"$work/server.out" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/server.out" && break; sleep 0.05; done
-ip netns exec "$client" timeout 60 "$bin/transfer-client" send "$work/switch.bin" --backend "$backend" --follow-network \
+ip netns exec "$client" timeout 60 "$bin/transfer-client" send "$work/switch.bin" --backend "$backend" ${5:---follow-network} \
     --host 10.214.100.1 --port 7008 >"$work/client.out" 2>"$work/client.err" &
 client_pid=$!
 # Once a fifth is acknowledged, hold the server still (so the transfer is surely
