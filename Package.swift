@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
         .executable(name: "echo-server", targets: ["echo-server"]),
         .executable(name: "echo-client", targets: ["echo-client"]),
+        .executable(name: "transfer-server", targets: ["transfer-server"]),
+        .executable(name: "transfer-client", targets: ["transfer-client"]),
         // Runs the conformance kit and prints its report; `swift package conformance` runs it.
         .executable(name: "switchyard-conformance", targets: ["switchyard-conformance"]),
         // `swift package conformance`, also in packages that depend on Switchyard.
@@ -176,6 +178,24 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ConnectivityMonitor",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "transfer-server",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/TransferServer",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "transfer-client",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/TransferClient",
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,349 @@
+// transfer-client: sends a file to a transfer-server as a resumable transfer
+// (SwitchyardTransfer), on any Switchyard socket backend.
+//
+//     transfer-client send FILE [--backend NAME] [--backend-library PATH ...]
+//                     [--host HOST] [--port PORT] [--id ID]
+//                     [--resume-state PATH] [--reconnect-timeout SECONDS]
+//                     [--follow-network] [--stall-timeout SECONDS]
+//
+// One `Transfer` over a `Channel`: the file goes in chunks, the server acknowledges what
+// it synced, and a broken call is followed by a new one that resumes from the server's
+// last acknowledged offset, for up to --reconnect-timeout seconds after the break.
+// A path that dies without an error (a network switch, a link gone) breaks the call only
+// if something notices: `--follow-network` makes the channel follow rtnetlink, so a change
+// of network ends the call at once (unavailable, connectivity or path changed) and the
+// next one goes over the new path; `--stall-timeout` ends a call that made no progress
+// for that long (the backend's stall detection).
+//
+// With `--resume-state PATH` the resume state (id, the file's identity, size and
+// SHA-256, the acknowledged offset) is saved in PATH as acknowledgements arrive and when
+// the send stops, loaded at start, and removed once the file is sent: a client that was
+// killed, run again with the same arguments, picks up where the last one stopped instead
+// of starting over (and refuses a file that changed meanwhile).
+//
+// Progress: on a terminal, one line redrawn in place (a bar, bytes, rate, time left,
+// resumes); otherwise plain `progress:` lines (at the first answer, at every tenth of the
+// file, at most a second apart, and at the end). At the end exactly one summary line:
+//
+//     sent N bytes, resent R bytes, resumes K, sha256 HEX
+//
+// N is what this process sent (bytes the server already held are not sent), R the part
+// of N sent more than once, K the new calls after broken ones, plus one when this
+// process picked up a transfer the server held part of, not all (a restart with
+// --resume-state, or the same file sent again after an interrupted run).
+//
+// SIGINT or SIGTERM stops the send (the resume state is saved) and exits 1. Bad
+// arguments, and a file that is missing or cannot be read, exit 64 with a message;
+// a failed transfer exits 1 with the error.
+
+import ArgumentParser
+import Glibc
+import Switchyard
+import SwitchyardBackendKit
+import SwitchyardBackends
+import SwitchyardNetlink
+import SwitchyardTransfer
+
+@main
+struct TransferClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transfer-client",
+        abstract: "Sends files to a transfer-server as resumable transfers, on a Switchyard backend chosen at run time.",
+        subcommands: [Send.self])
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sends one file; resumes after broken connections, and after a restart with --resume-state.",
+        discussion: """
+            Shows a progress bar on a terminal (plain 'progress:' lines otherwise) and ends \
+            with one line: 'sent N bytes, resent R bytes, resumes K, sha256 HEX'. N counts \
+            the bytes this process sent, R those of them sent more than once, K the new \
+            calls after broken ones, plus one when the server already held part (not all) \
+            of the file. Exits 1 when the transfer fails (the resume state is kept).
+            """)
+
+    @Argument(help: ArgumentHelp("The file to send (a regular file).", valueName: "file"))
+    var file: String
+
+    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
+    var backend: String?
+
+    @Option(
+        name: .customLong("backend-library"),
+        help: ArgumentHelp(
+            Backends.libraryOptionHelp,
+            valueName: "path"))
+    var backendLibraries: [String] = []
+
+    @Option(help: "The transfer server's host.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The transfer server's port.")
+    var port = 7008
+
+    @Option(help: "The transfer's id, which is also the file's name on the server: 1-255 letters, digits, '.', '_', '-', not starting with '.' (default: the resume state's id, else the file's name).")
+    var id: String?
+
+    @Option(name: .customLong("resume-state"), help: ArgumentHelp("Save the resume state in this file as the transfer goes, and resume from it at start (removed once the file is sent).", valueName: "path"))
+    var resumeState: String?
+
+    @Option(name: .customLong("reconnect-timeout"), help: "Seconds to keep trying to resume after a connection broke.")
+    var reconnectTimeout = 30.0
+
+    @Flag(name: .customLong("follow-network"), help: "Follow the network (rtnetlink): a change of network ends the call at once and the transfer resumes over the new path, instead of waiting for the old connection to fail.")
+    var followNetwork = false
+
+    @Option(name: .customLong("stall-timeout"), help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
+    var stallTimeout: Double?
+
+    func validate() throws {
+        guard (1...65535).contains(port) else {
+            throw ValidationError("--port \(port) is out of range: use 1...65535")
+        }
+        do {
+            try Endpoint.validate(host: host)
+        } catch {
+            throw ValidationError("--host: \(error.message)")
+        }
+        guard reconnectTimeout > 0, reconnectTimeout <= 86_400 else {
+            throw ValidationError("--reconnect-timeout \(reconnectTimeout) is out of range: use a number of seconds in (0, 86400]")
+        }
+        if let stallTimeout, !(stallTimeout > 0 && stallTimeout <= 3600) {
+            throw ValidationError("--stall-timeout \(stallTimeout) is out of range: use a number of seconds in (0, 3600]")
+        }
+        // The file: opened here so that a missing or unreadable one is a usage error.
+        do {
+            _ = try FileTransferSource(path: file)
+        } catch {
+            throw ValidationError("cannot send \(file): \((error as? TransportError)?.message ?? "\(error)")")
+        }
+        var saved: TransferResumeState?
+        if let resumeState {
+            let folder = resumeState.contains("/") ? String(resumeState[..<resumeState.lastIndex(of: "/")!]) : "."
+            var info = stat()
+            guard stat(folder.isEmpty ? "/" : folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                throw ValidationError("--resume-state \(resumeState): the folder \(folder) does not exist")
+            }
+            do {
+                saved = try TransferResumeState.load(from: resumeState)
+            } catch {
+                throw ValidationError("--resume-state \(resumeState): \((error as? TransportError)?.message ?? "\(error)")")
+            }
+        }
+        if let id {
+            guard TransferRecord.isValid(id: id) else {
+                throw ValidationError("--id \"\(id)\" is not a transfer id: use 1-255 letters, digits, '.', '_' or '-', not starting with '.'")
+            }
+            if let saved, saved.id != id {
+                throw ValidationError("--id \(id) is not the id of the resume state in \(resumeState ?? ""), \(saved.id)")
+            }
+        } else if saved == nil {
+            let name = String(file.split(separator: "/").last ?? "")
+            guard TransferRecord.isValid(id: name) else {
+                throw ValidationError("the file name \"\(name)\" is not a transfer id (1-255 letters, digits, '.', '_' or '-', not starting with '.'): pass --id")
+            }
+        }
+        do {
+            try Backends.loadLibraries(backendLibraries)
+        } catch {
+            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
+        }
+        do {
+            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
+        } catch {
+            throw ValidationError("--backend: \(error.message)")
+        }
+    }
+
+    func run() async throws {
+        // Install the handlers before any transport thread exists.
+        let signals: AsyncStream<CInt>
+        do {
+            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
+        } catch {
+            fail("cannot handle SIGINT and SIGTERM: \(error)")
+        }
+        let name = Backends.selectedName(explicit: backend)
+        let transport: any Transport
+        do {
+            let configuration = TransportConfiguration(stallTimeout: stallTimeout.map { .milliseconds(Int64($0 * 1000)) })
+            transport = try Backends.makeTransport(named: name, configuration: configuration)
+        } catch {
+            fail("cannot start backend '\(name)': \(error)")
+        }
+        // With --follow-network a change of network ends the call at once (the channel's
+        // rule); the transfer then resumes on a new call. Changes are told on stderr.
+        var monitor: NetlinkConnectivityMonitor?
+        var observation: ConnectivityObservation?
+        if followNetwork {
+            do {
+                let netlink = try NetlinkConnectivityMonitor()
+                writeStandardError("transfer-client: network: \(netlink.current)\n")
+                observation = netlink.observe { path in
+                    writeStandardError("transfer-client: network changed to \(path)\n")
+                }
+                monitor = netlink
+            } catch {
+                writeStandardError("transfer-client: cannot follow the network (\(error)); resuming on broken connections only\n")
+            }
+        }
+        defer {
+            observation?.cancel()
+            monitor?.close()
+        }
+        let channel = Channel(target: Endpoint(host: host, port: port), transport: transport, monitor: monitor)
+        let options = TransferOptions(
+            reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState)
+        let transfer = Transfer(channel: channel, options: options)
+
+        let display = Task {
+            var display = ProgressDisplay(terminal: isatty(1) == 1)
+            for await report in transfer.progress { display.show(report) }
+            display.finish()
+        }
+        let interrupted = Task {
+            var iterator = signals.makeAsyncIterator()
+            guard let signal = await iterator.next() else { return }
+            writeStandardError("transfer-client: \(signal == SIGINT ? "SIGINT" : "SIGTERM"), stopping\n")
+            transfer.cancel()
+        }
+
+        let result: TransferResult
+        do {
+            result = try await transfer.send(file: file, id: id)
+        } catch {
+            await display.value
+            interrupted.cancel()
+            await transport.shutdown(gracePeriod: .seconds(1))
+            fail("\(error)\(advice(for: error))")
+        }
+        await display.value
+        interrupted.cancel()
+        let resumes = result.resumes + (result.startOffset > 0 && result.startOffset < result.size ? 1 : 0)
+        print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(resumes), sha256 \(result.sha256Hex)")
+        fflush(nil)
+        await transport.shutdown(gracePeriod: .seconds(1))
+    }
+}
+
+extension Send {
+    /// What to do next after `error`, appended to its message.
+    func advice(for error: any Error) -> String {
+        if let error = error as? TransportError, error.reason == .sourceChanged {
+            let state = resumeState.map { " (and remove \($0))" } ?? ""
+            return "; the server or the resume state knows another version of this file: send this one under another --id\(state)"
+        }
+        return resumeState.map { "; the resume state is in \($0): run the same command to resume" } ?? ""
+    }
+}
+
+/// Draws progress reports: on a terminal one line redrawn in place (at most ten times a
+/// second), otherwise plain lines (the first report, each tenth of the file, at most a
+/// second apart, and the last). Used by one task.
+struct ProgressDisplay {
+    let terminal: Bool
+    private let clock = ContinuousClock()
+    private var lastDrawn: ContinuousClock.Instant?
+    private var lastTenth = -1
+    /// What the server held when this process started (the first report's offset).
+    private var startOffset: UInt64?
+    /// The newest report not drawn yet (a terminal draws it at the end).
+    private var pending: TransferProgress?
+    private var drewLine = false
+    private var drewEnd = false
+
+    init(terminal: Bool) {
+        self.terminal = terminal
+    }
+
+    mutating func show(_ report: TransferProgress) {
+        let first = startOffset == nil
+        if first { startOffset = report.bytesAcknowledged }
+        let now = clock.now
+        let done = report.bytesAcknowledged == report.totalBytes
+        // The end is reported twice (the last ack, then the receiver's done): draw it once.
+        guard !(done && drewEnd) else { return }
+        drewEnd = done
+        let tenth = report.totalBytes == 0 ? 10 : Int(report.bytesAcknowledged * 10 / report.totalBytes)
+        let due: Bool
+        if terminal {
+            due = first || done || lastDrawn.map { now - $0 >= .milliseconds(100) } ?? true
+        } else {
+            due = first || done || tenth > lastTenth || lastDrawn.map { now - $0 >= .seconds(1) } ?? true
+        }
+        guard due else {
+            pending = report
+            return
+        }
+        pending = nil
+        lastDrawn = now
+        lastTenth = tenth
+        draw(report)
+    }
+
+    /// Draws what is pending and ends the terminal line.
+    mutating func finish() {
+        if let pending { draw(pending) }
+        if terminal, drewLine { print("") }
+        fflush(nil)
+    }
+
+    private mutating func draw(_ report: TransferProgress) {
+        let resumes = report.resumes + ((startOffset ?? 0) > 0 && (startOffset ?? 0) < report.totalBytes ? 1 : 0)
+        let percent = format(report.fractionCompleted * 100, decimals: 1)
+        let rate = format(report.bytesPerSecond / 1_048_576, decimals: 1)
+        let eta = report.estimatedTimeRemaining.map(clockTime) ?? "--:--"
+        if terminal {
+            let width = 24
+            let filled = min(width, Int(report.fractionCompleted * Double(width)))
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            let mib = "\(format(Double(report.bytesAcknowledged) / 1_048_576, decimals: 1))/\(format(Double(report.totalBytes) / 1_048_576, decimals: 1)) MiB"
+            // Carriage return, the line, then erase what a longer previous line left.
+            print("\r[\(bar)] \(percent)% \(mib)  \(rate) MiB/s  ETA \(eta)  resumes \(resumes)\u{1B}[K", terminator: "")
+            drewLine = true
+        } else {
+            print("progress: \(report.bytesAcknowledged) of \(report.totalBytes) bytes (\(percent)%), \(rate) MiB/s, ETA \(eta), resumes \(resumes), resent \(report.bytesResent) bytes")
+        }
+        fflush(nil)
+    }
+}
+
+/// `value` (not negative) with `decimals` digits after the point.
+func format(_ value: Double, decimals: Int) -> String {
+    guard value.isFinite, value >= 0, value < 1e15 else { return "\(value)" }
+    var scale = 1
+    for _ in 0..<decimals { scale *= 10 }
+    let scaled = Int((value * Double(scale)).rounded())
+    let fraction = String(scaled % scale)
+    let padded = String(repeating: "0", count: max(0, decimals - fraction.count)) + fraction
+    return decimals == 0 ? "\(scaled)" : "\(scaled / scale).\(padded)"
+}
+
+/// A duration as `M:SS`, or `H:MM:SS` from an hour on.
+func clockTime(_ duration: Duration) -> String {
+    let total = max(0, Int(duration.components.seconds))
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let (hours, minutes, seconds) = (total / 3600, total / 60 % 60, total % 60)
+    return hours > 0 ? "\(hours):\(two(minutes)):\(two(seconds))" : "\(minutes):\(two(seconds))"
+}
+
+/// Prints to standard error and exits 1.
+func fail(_ message: String) -> Never {
+    writeStandardError("transfer-client: error: \(message)\n")
+    exit(1)
+}
+
+/// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
+func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}

@@ -1,0 +1,194 @@
+// transfer-server: receives resumable transfers (SwitchyardTransfer) into a folder, on
+// any Switchyard socket backend.
+//
+//     transfer-server --dir DIR [--backend NAME] [--backend-library PATH ...]
+//                     [--host HOST] [--port PORT] [--event-loops N] [--grace-period S]
+//
+// A `TransferServer` over a `DirectoryTransferStorage`: a finished transfer is the file
+// `DIR/<id>` (the id is the sender's file name unless it chose another); while it runs,
+// its bytes and record are in `DIR/.partial`, synced before every acknowledgement, so a
+// sender that lost its connection, or a restarted sender process, resumes from there,
+// and so does this server after a restart.
+//
+// Prints `transfer-server: listening on HOST:PORT (backend NAME)` once it accepts calls,
+// then `transfer-server: received ID (N bytes, sha256 HEX) -> PATH` for each finished
+// file. SIGINT or SIGTERM stops it gracefully (exit 0): it stops accepting, open transfer
+// calls get the grace period, and what they synced stays for the senders to resume; a
+// second signal during the grace period stops it at once.
+
+import ArgumentParser
+import Glibc
+import Switchyard
+import SwitchyardBackendKit
+import SwitchyardBackends
+import SwitchyardTransfer
+
+@main
+struct TransferServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transfer-server",
+        abstract: "Receives resumable file transfers into a folder, on a Switchyard backend chosen at run time.",
+        discussion: """
+            Prints 'transfer-server: listening on HOST:PORT (backend NAME)' once it accepts \
+            transfers, and 'transfer-server: received ID (N bytes, sha256 HEX) -> PATH' for \
+            each finished file (DIR/ID). Unfinished transfers wait in DIR/.partial for their \
+            sender to resume. Runs until SIGINT or SIGTERM.
+            """)
+
+    @Option(help: ArgumentHelp("The folder finished files go to (created if missing; its parent must exist).", valueName: "dir"))
+    var dir: String
+
+    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
+    var backend: String?
+
+    @Option(
+        name: .customLong("backend-library"),
+        help: ArgumentHelp(
+            Backends.libraryOptionHelp,
+            valueName: "path"))
+    var backendLibraries: [String] = []
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on; 0 picks a free one.")
+    var port = 7008
+
+    @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
+    var eventLoops: Int?
+
+    @Option(name: .customLong("grace-period"), help: "Seconds open transfers get to finish at shutdown.")
+    var gracePeriod = 2.0
+
+    func validate() throws {
+        guard (0...65535).contains(port) else {
+            throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
+        }
+        do {
+            try Endpoint.validate(host: host)
+        } catch {
+            throw ValidationError("--host: \(error.message)")
+        }
+        if let eventLoops, !(1...1024).contains(eventLoops) {
+            throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
+        }
+        guard gracePeriod >= 0, gracePeriod <= 3600 else {
+            throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
+        }
+        guard !dir.isEmpty else {
+            throw ValidationError("--dir is empty: name the folder finished files go to")
+        }
+        var info = stat()
+        if stat(dir, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else {
+                throw ValidationError("--dir \(dir) is not a folder")
+            }
+            guard access(dir, R_OK | W_OK | X_OK) == 0 else {
+                throw ValidationError("--dir \(dir): cannot write there (\(String(cString: strerror(errno))))")
+            }
+        } else if errno != ENOENT {
+            throw ValidationError("--dir \(dir): \(String(cString: strerror(errno)))")
+        }
+        do {
+            try Backends.loadLibraries(backendLibraries)
+        } catch {
+            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
+        }
+        do {
+            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
+        } catch {
+            throw ValidationError("--backend: \(error.message)")
+        }
+    }
+
+    func run() async throws {
+        // Install the handlers before any transport thread exists.
+        let signals: AsyncStream<CInt>
+        do {
+            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
+        } catch {
+            fail("cannot handle SIGINT and SIGTERM: \(error)")
+        }
+        let storage: DirectoryTransferStorage
+        do {
+            storage = try DirectoryTransferStorage(directory: dir)
+        } catch {
+            fail("cannot use --dir \(dir): \(error)")
+        }
+        let name = Backends.selectedName(explicit: backend)
+        let transport: any Transport
+        do {
+            transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
+        } catch {
+            fail("cannot start backend '\(name)': \(error)")
+        }
+        let endpoint = Endpoint(host: host, port: port)
+        let server: TransferServer
+        do {
+            server = try await TransferServer.start(transport: transport, on: endpoint, storage: storage)
+        } catch {
+            await transport.shutdownNow()
+            fail("cannot listen on \(endpoint): \(error)")
+        }
+        print("transfer-server: listening on \(server.localAddress) (backend \(transport.name))")
+        fflush(nil)
+
+        // One line per finished file; ends when the server is closed.
+        let announcements = Task {
+            for await record in server.finished {
+                print("transfer-server: received \(record.id) (\(record.size) bytes, sha256 \(TransferDigest.hex(record.sha256))) -> \(storage.path(of: record.id))")
+                fflush(nil)
+            }
+        }
+
+        let first = await next(of: signals)
+        print("transfer-server: \(signalName(first)), shutting down")
+        fflush(nil)
+        server.close()
+        await announcements.value
+
+        // A second signal during the grace period cuts it short.
+        let forced = Task {
+            _ = await next(of: signals)
+            await transport.shutdownNow()
+        }
+        await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
+        forced.cancel()
+        print("transfer-server: stopped")
+        fflush(nil)
+    }
+}
+
+/// The next signal of `signals` (SIGTERM if the stream ended).
+private func next(of signals: AsyncStream<CInt>) async -> CInt {
+    var iterator = signals.makeAsyncIterator()
+    return await iterator.next() ?? SIGTERM
+}
+
+private func signalName(_ signal: Int32) -> String {
+    switch signal {
+    case SIGINT: "SIGINT"
+    case SIGTERM: "SIGTERM"
+    default: "signal \(signal)"
+    }
+}
+
+/// Prints to standard error and exits 1.
+func fail(_ message: String) -> Never {
+    writeStandardError("transfer-server: error: \(message)\n")
+    exit(1)
+}
+
+/// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
+func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}
