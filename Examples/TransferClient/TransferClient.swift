@@ -220,8 +220,7 @@ struct Send: AsyncParsableCommand {
         }
         await display.value
         interrupted.cancel()
-        let resumes = result.resumes + (result.startOffset > 0 && result.startOffset < result.size ? 1 : 0)
-        print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(resumes), sha256 \(result.sha256Hex)")
+        print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(result.resumes), sha256 \(result.sha256Hex)")
         fflush(nil)
         await transport.shutdown(gracePeriod: .seconds(1))
     }
@@ -246,8 +245,7 @@ struct ProgressDisplay {
     private let clock = ContinuousClock()
     private var lastDrawn: ContinuousClock.Instant?
     private var lastTenth = -1
-    /// What the server held when this process started (the first report's offset).
-    private var startOffset: UInt64?
+    private var started = false
     /// The newest report not drawn yet (a terminal draws it at the end).
     private var pending: TransferProgress?
     private var drewLine = false
@@ -258,8 +256,8 @@ struct ProgressDisplay {
     }
 
     mutating func show(_ report: TransferProgress) {
-        let first = startOffset == nil
-        if first { startOffset = report.bytesAcknowledged }
+        let first = !started
+        started = true
         let now = clock.now
         let done = report.bytesAcknowledged == report.totalBytes
         // The end is reported twice (the last ack, then the receiver's done): draw it once.
@@ -290,7 +288,6 @@ struct ProgressDisplay {
     }
 
     private mutating func draw(_ report: TransferProgress) {
-        let resumes = report.resumes + ((startOffset ?? 0) > 0 && (startOffset ?? 0) < report.totalBytes ? 1 : 0)
         let percent = format(report.fractionCompleted * 100, decimals: 1)
         let rate = format(report.bytesPerSecond / 1_048_576, decimals: 1)
         let eta = report.estimatedTimeRemaining.map(clockTime) ?? "--:--"
@@ -300,10 +297,10 @@ struct ProgressDisplay {
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
             let mib = "\(format(Double(report.bytesAcknowledged) / 1_048_576, decimals: 1))/\(format(Double(report.totalBytes) / 1_048_576, decimals: 1)) MiB"
             // Carriage return, the line, then erase what a longer previous line left.
-            print("\r[\(bar)] \(percent)% \(mib)  \(rate) MiB/s  ETA \(eta)  resumes \(resumes)\u{1B}[K", terminator: "")
+            print("\r[\(bar)] \(percent)% \(mib)  \(rate) MiB/s  ETA \(eta)  resumes \(report.resumes)\u{1B}[K", terminator: "")
             drewLine = true
         } else {
-            print("progress: \(report.bytesAcknowledged) of \(report.totalBytes) bytes (\(percent)%), \(rate) MiB/s, ETA \(eta), resumes \(resumes), resent \(report.bytesResent) bytes")
+            print("progress: \(report.bytesAcknowledged) of \(report.totalBytes) bytes (\(percent)%), \(rate) MiB/s, ETA \(eta), resumes \(report.resumes), resent \(report.bytesResent) bytes")
         }
         fflush(nil)
     }

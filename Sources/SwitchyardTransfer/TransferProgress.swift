@@ -10,7 +10,7 @@ public struct TransferProgress: Sendable, Hashable {
     public var bytesPerSecond: Double
     /// The time left at that rate; nil while the rate is unknown.
     public var estimatedTimeRemaining: Duration?
-    /// New calls after broken ones that picked the transfer up so far.
+    /// Times the transfer was picked up from an offset so far (``TransferResult/resumes``).
     public var resumes: Int
     /// Bytes sent more than once so far (sent, not acknowledged, then the call broke).
     public var bytesResent: UInt64

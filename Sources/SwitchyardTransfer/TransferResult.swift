@@ -8,7 +8,9 @@ public struct TransferResult: Sendable, Hashable {
     public var bytesSent: UInt64
     /// Of those, bytes sent more than once.
     public var bytesResent: UInt64
-    /// New calls after broken ones that picked the transfer up.
+    /// Times the transfer was picked up from an offset: a new call after a broken one,
+    /// and a first call that found part of the file at the receiver already (a send
+    /// restarted from saved state; a file the receiver holds whole is not a resume).
     public var resumes: Int
     /// The offset the first call of this send resumed at (what the receiver already held).
     public var startOffset: UInt64

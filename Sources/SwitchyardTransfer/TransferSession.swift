@@ -107,8 +107,10 @@ final class TransferSession<Source: TransferSource> {
             throw violation("the receiver's first answer is not a resume within the size")
         }
         answered = true
+        // A resume: a new call after a broken one, or a first call that finds part of
+        // the file at the receiver already (a sender restarted from its saved state).
+        if resuming || (startOffset == nil && offset > 0 && offset < size) { resumes += 1 }
         if startOffset == nil { startOffset = offset }
-        if resuming { resumes += 1 }
         acknowledged = offset
         acknowledge(offset, force: true)
 

@@ -91,6 +91,7 @@ struct TransferMemoryTests {
         let loaded = try #require(try TransferResumeState.load(from: statePath))
         let result = try await second.send(source: MemoryTransferSource(bytes), id: "saved.bin", resumeState: loaded)
         #expect(result.startOffset >= saved.acknowledgedOffset)
+        #expect(result.resumes == 1, "a send that picks up from the receiver's offset is a resume")
         #expect(result.bytesSent == UInt64(bytes.count) - result.startOffset)
         #expect(result.sha256 == TransferDigest.sha256(bytes))
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "saved.bin") == bytes)
