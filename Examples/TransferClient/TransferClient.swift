@@ -58,9 +58,9 @@ struct Send: AsyncParsableCommand {
         discussion: """
             Shows a progress bar on a terminal (plain 'progress:' lines otherwise) and ends \
             with one line: 'sent N bytes, resent R bytes, resumes K, sha256 HEX'. N counts \
-            the bytes this process sent, R those of them sent more than once, K the new \
-            calls after broken ones, plus one when the server already held part (not all) \
-            of the file. Exits 1 when the transfer fails (the resume state is kept).
+            the bytes this process sent, R those of them sent more than once, K the times \
+            the transfer was picked up from an offset (a new call after a broken one, or a \
+            start that found part, not all, of the file at the server). Exits 1 when the transfer fails (the resume state is kept).
             """)
 
     @Argument(help: ArgumentHelp("The file to send (a regular file).", valueName: "file"))
