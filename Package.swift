@@ -225,7 +225,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardTransferTests",
-            dependencies: ["Switchyard", "SwitchyardTransfer", "SwitchyardBackends", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
+            dependencies: ["Switchyard", "SwitchyardTransfer", "SwitchyardBackends", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,1 @@
+../SwitchyardUVTests/TestNetwork.swift
