@@ -255,10 +255,13 @@ def measure_transfer(bin_dir, backend, file, expected, parent, work):
 # ---------------------------------------------------------------------------- report
 
 def fs_type(path):
-    try:
-        return sh(["stat", "-f", "-c", "%T", str(path)], capture_output=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return "?"
+    """The filesystem type of `path` (findmnt; `stat -f` names ext4 "ext2/ext3")."""
+    for argv in (["findmnt", "-no", "FSTYPE", "-T", str(path)], ["stat", "-f", "-c", "%T", str(path)]):
+        try:
+            return sh(argv, capture_output=True).stdout.split("\n")[0].strip()
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            continue
+    return "?"
 
 
 def machine():
