@@ -297,7 +297,7 @@ def report(samples, info):
              f"`Benchmarks/transfer`, {ROUNDS} round(s), {info['machine']}; "
              f"{'server and client pinned to CPU ' + CPU if CPU else 'not pinned'}. "
              f"{TRANSFER_BYTES / MIB:.0f} MiB file and server --dir on {info['fs']} ({TRANSFER_DIR}); "
-             f"`shm`: both on /dev/shm ({info['shm_fs']}); {info['load']}. {info['note']}", "",
+             (f"`shm`: both on /dev/shm ({info['shm_fs']}); " if SHM else "") + f"{info['load']}. {info['note']}", "",
              "MiB/s: raw = loadgen `stream` (64 KiB writes, echoed bytes, 2 s); transfer = file size / "
              "client wall time from start to its summary line (its SHA-256 of the file, the transfer with "
              "an fsync per MiB acknowledged, the receiver's final sync and SHA-256 check).", "",
