@@ -293,11 +293,12 @@ def round_ratios(samples, kind, backend):
 
 def report(samples, info):
     kinds = ["transfer"] + (["shm"] if SHM else [])
+    shm_note = f"`shm`: both on /dev/shm ({info['shm_fs']}); " if SHM else ""
     lines = [f"# Transfer against raw stream echo ({info['date']})", "",
              f"`Benchmarks/transfer`, {ROUNDS} round(s), {info['machine']}; "
              f"{'server and client pinned to CPU ' + CPU if CPU else 'not pinned'}. "
              f"{TRANSFER_BYTES / MIB:.0f} MiB file and server --dir on {info['fs']} ({TRANSFER_DIR}); "
-             (f"`shm`: both on /dev/shm ({info['shm_fs']}); " if SHM else "") + f"{info['load']}. {info['note']}", "",
+             f"{shm_note}{info['load']}. {info['note']}", "",
              "MiB/s: raw = loadgen `stream` (64 KiB writes, echoed bytes, 2 s); transfer = file size / "
              "client wall time from start to its summary line (its SHA-256 of the file, the transfer with "
              "an fsync per MiB acknowledged, the receiver's final sync and SHA-256 check).", "",
