@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""Benchmarks/transfer: a 1 GiB transfer against the raw stream echo, per backend.
+
+(This is the body of Benchmarks/transfer, which installs what is missing first; run that.)
+
+What it does:
+- Builds in release, from the root package: transfer-server, transfer-client, echo-server;
+  and with $BENCH_CC -O2 the load generator into Benchmarks/.build/c/ (as Benchmarks/run).
+- Makes one 1 GiB file (TRANSFER_BYTES), a periodic pattern, in a temporary folder under
+  TRANSFER_DIR (default /var/tmp); the server's --dir is a fresh folder next to it, so
+  both are on the same filesystem. Its SHA-256 (Python's hashlib) is the expected one.
+  The file is written and fsynced once; the sender then reads it from the page cache.
+- Per round (ROUNDS, default 3), per backend (BACKENDS, default "bsd libuv"), in turn:
+    raw       echo-server --mode raw --event-loops 1 under `loadgen stream PORT 65536 2`
+              after an unmeasured 0.3 s ping-pong, exactly as Benchmarks/run measures
+              `stream`: MiB/s echoed on one connection;
+    transfer  a fresh `transfer-server --dir DIR --port 0 --event-loops 1`, then
+              `transfer-client send FILE --port P --backend B`: MiB/s = 1 GiB / the
+              client's wall time from its start (fork/exec) to its summary line. That time
+              covers: the client's start, its SHA-256 of the whole file, the connect and
+              offer, the whole transfer (chunks of 256 KiB, a 4 MiB window; the receiver
+              writes each chunk and fsyncs the file and its state record every 1 MiB before
+              acknowledging), and the receiver's final fsync, its SHA-256 of the received
+              file and its `done` answer. It does not cover the client's shutdown after the
+              summary (up to its 1 s grace period).
+    shm       the same transfer with the file and --dir on /dev/shm (tmpfs: fsync costs
+              nothing), to see what durability on disk costs (SHM=0 skips it).
+  Server and client (or loadgen) are pinned to one core (CPU, default 0), as in
+  Benchmarks/run; the sender's transport has its default event loops on that core.
+- The phases of each transfer come from the times the client's plain `progress:` lines
+  arrive (it flushes each): `setup+hash` = start to the first line (the receiver's resume
+  answer, sent after the client hashed the file and connected); `data` = first line to the
+  line that shows every byte acknowledged (the receiver's last fsync'd ack); `final` =
+  that to the summary (the receiver's final sync, its whole-file SHA-256, `done`). CPU
+  seconds of the client (getrusage of children) and of the server (/proc schedstat).
+- Every transfer is checked: the client's summary sha256 and the server's `received` line
+  must match the expected SHA-256, the received file must have the full size.
+- Prints progress to standard error, writes results/transfer.md (medians over rounds,
+  the ratio transfer/raw per backend with the lowest and highest ratio of one round, the
+  target >= 0.8 met or missed, the phases) and results/transfer-samples.json.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+CBIN = HERE / ".build" / "c"
+
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+BACKENDS = os.environ.get("BACKENDS", "bsd libuv").split()
+CPU = os.environ.get("CPU", "0")
+SECONDS_PER_LOAD = float(os.environ.get("SECONDS_PER_LOAD", "2"))
+TRANSFER_BYTES = int(os.environ.get("TRANSFER_BYTES", str(1 << 30)))
+TRANSFER_DIR = os.environ.get("TRANSFER_DIR", "/var/tmp")
+SHM = os.environ.get("SHM", "1") != "0" and Path("/dev/shm").is_dir()
+CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
+SWIFT_BUILD_FLAGS = os.environ.get("SWIFT_BUILD_FLAGS", "").split()
+OUT_NAME = os.environ.get("OUT_NAME", "transfer")
+PIN = ["taskset", "-c", CPU] if CPU else []
+MIB = 1 << 20
+
+
+def log(*parts):
+    print("transfer:", *parts, file=sys.stderr, flush=True)
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def swift():
+    if shutil.which("swift"):
+        return "swift"
+    if Path("/opt/swift/usr/bin/swift").exists():
+        return "/opt/swift/usr/bin/swift"
+    sys.exit("transfer: swift not found (PATH or /opt/swift)")
+
+
+def build():
+    flags = ["-c", "release", *SWIFT_BUILD_FLAGS]
+    if not os.environ.get("NO_BUILD"):
+        for product in ["transfer-server", "transfer-client", "echo-server"]:
+            log(f"building {product} (release)")
+            sh([swift(), "build", *flags, "--product", product], cwd=ROOT, stdout=sys.stderr)
+    bin_dir = Path(sh([swift(), "build", *flags, "--show-bin-path"], cwd=ROOT, capture_output=True).stdout.strip())
+    CBIN.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("NO_BUILD") or not (CBIN / "loadgen").exists():
+        log(f"building loadgen ({CC} -O2)")
+        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c")])
+    for name in ["transfer-server", "transfer-client", "echo-server"]:
+        if not (bin_dir / name).exists():
+            sys.exit(f"transfer: {bin_dir / name} is missing (run without NO_BUILD)")
+    return bin_dir
+
+
+# ---------------------------------------------------------------------------- processes
+
+class Server:
+    """A server pinned with PIN; waits for its `listening on HOST:PORT` line."""
+
+    def __init__(self, name, argv, log_path):
+        self.name = name
+        self.log_path = Path(log_path)
+        self.out = open(log_path, "w+")
+        self.proc = subprocess.Popen(PIN + argv, stdout=self.out, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            m = re.search(r"listening on (?:\S*:)?(\d+)\b", self.log_path.read_text())
+            if m:
+                self.port = int(m.group(1))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        sys.exit(f"transfer: {name} did not start:\n{self.log_path.read_text()}")
+
+    def cpu_s(self):
+        total = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e9
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+
+
+def loadgen(*args, timeout=120):
+    argv = PIN + [str(CBIN / "loadgen")] + [str(a) for a in args]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"loadgen {' '.join(map(str, args))} failed: {r.stderr.strip()}")
+    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+
+
+def measure_raw(bin_dir, backend, work):
+    argv = [str(bin_dir / "echo-server"), "--backend", backend, "--mode", "raw",
+            "--port", "0", "--event-loops", "1", "--grace-period", "0"]
+    server = Server(f"echo-server {backend}", argv, work / "echo-server.log")
+    try:
+        loadgen("pingpong", server.port, 1, 64, 0.3)  # warm-up, not measured
+        r = loadgen("stream", server.port, 65536, SECONDS_PER_LOAD)
+        return {"mibps": float(r["mibps"])}
+    finally:
+        server.stop()
+
+
+def make_file(folder):
+    """A TRANSFER_BYTES file of a periodic pattern (a 1 MiB block, each block's first 8
+    bytes its index), fsynced; returns its path and SHA-256 hex."""
+    path = Path(folder) / "transfer-bench.bin"
+    block = bytearray((i * 7 + (i >> 8)) & 0xFF for i in range(MIB))
+    hasher = hashlib.sha256()
+    with open(path, "wb") as f:
+        written = 0
+        index = 0
+        while written < TRANSFER_BYTES:
+            block[0:8] = index.to_bytes(8, "little")
+            part = bytes(block[: min(MIB, TRANSFER_BYTES - written)])
+            f.write(part)
+            hasher.update(part)
+            written += len(part)
+            index += 1
+        f.flush()
+        os.fsync(f.fileno())
+    return path, hasher.hexdigest()
+
+
+def measure_transfer(bin_dir, backend, file, expected, parent, work):
+    """One transfer into a fresh --dir under `parent`; returns its figures."""
+    recv = Path(tempfile.mkdtemp(prefix="recv.", dir=parent))
+    argv = [str(bin_dir / "transfer-server"), "--dir", str(recv), "--backend", backend,
+            "--host", "127.0.0.1", "--port", "0", "--event-loops", "1"]
+    server = Server(f"transfer-server {backend}", argv, work / "transfer-server.log")
+    try:
+        client_argv = PIN + [str(bin_dir / "transfer-client"), "send", str(file),
+                             "--port", str(server.port), "--backend", backend]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_cpu0 = server.cpu_s()
+        t0 = time.monotonic()
+        proc = subprocess.Popen(client_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t_first = t_all = t_summary = None
+        summary = None
+        lines = []
+        for line in proc.stdout:
+            now = time.monotonic()
+            lines.append(line.rstrip("\n"))
+            if line.startswith("progress: "):
+                if t_first is None:
+                    t_first = now
+                m = re.match(r"progress: (\d+) of (\d+) bytes", line)
+                if m and m.group(1) == m.group(2) and t_all is None:
+                    t_all = now
+            elif line.startswith("sent "):
+                t_summary = now
+                summary = line.strip()
+        err = proc.stderr.read()
+        proc.wait()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_cpu = server.cpu_s() - server_cpu0
+        if proc.returncode != 0 or summary is None:
+            raise RuntimeError(f"transfer-client ({backend}) failed ({proc.returncode}):\n" + "\n".join(lines) + "\n" + err)
+        m = re.match(r"sent (\d+) bytes, resent (\d+) bytes, resumes (\d+), sha256 ([0-9a-f]{64})$", summary)
+        if not m or m.group(4) != expected or int(m.group(1)) != TRANSFER_BYTES:
+            raise RuntimeError(f"unexpected summary: {summary!r} (expected {TRANSFER_BYTES} bytes, sha256 {expected})")
+        # The server's `received` line comes once the file is complete and checked.
+        deadline = time.time() + 10
+        while expected not in Path(server.log_path).read_text() and time.time() < deadline:
+            time.sleep(0.02)
+        if expected not in Path(server.log_path).read_text():
+            raise RuntimeError(f"the server did not report {expected}:\n{Path(server.log_path).read_text()}")
+        received = recv / file.name
+        if received.stat().st_size != TRANSFER_BYTES:
+            raise RuntimeError(f"{received} has {received.stat().st_size} bytes")
+        wall = t_summary - t0
+        return {
+            "mibps": TRANSFER_BYTES / MIB / wall,
+            "wall_s": wall,
+            "setup_hash_s": (t_first or t_summary) - t0,
+            "data_s": (t_all or t_summary) - (t_first or t0),
+            "final_s": t_summary - (t_all or t_summary),
+            "client_cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "server_cpu_s": server_cpu,
+            "resumes": int(m.group(3)),
+            "resent": int(m.group(2)),
+        }
+    finally:
+        server.stop()
+        shutil.rmtree(recv, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- report
+
+def fs_type(path):
+    """The filesystem type of `path` (findmnt; `stat -f` names ext4 "ext2/ext3")."""
+    for argv in (["findmnt", "-no", "FSTYPE", "-T", str(path)], ["stat", "-f", "-c", "%T", str(path)]):
+        try:
+            return sh(argv, capture_output=True).stdout.split("\n")[0].strip()
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            continue
+    return "?"
+
+
+def machine():
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {model}, Linux {platform.release()}"
+
+
+def med(samples, kind, backend, key):
+    values = [s[key] for s in samples if s["kind"] == kind and s["backend"] == backend]
+    return statistics.median(values) if values else None
+
+
+def round_ratios(samples, kind, backend):
+    out = []
+    for r in sorted({s["round"] for s in samples}):
+        a = [s["mibps"] for s in samples if s["kind"] == kind and s["backend"] == backend and s["round"] == r]
+        b = [s["mibps"] for s in samples if s["kind"] == "raw" and s["backend"] == backend and s["round"] == r]
+        if a and b:
+            out.append(a[0] / b[0])
+    return out
+
+
+def report(samples, info):
+    kinds = ["transfer"] + (["shm"] if SHM else [])
+    shm_note = f"`shm`: both on /dev/shm ({info['shm_fs']}); " if SHM else ""
+    lines = [f"# Transfer against raw stream echo ({info['date']})", "",
+             f"`Benchmarks/transfer`, {ROUNDS} round(s), {info['machine']}; "
+             f"{'server and client pinned to CPU ' + CPU if CPU else 'not pinned'}. "
+             f"{TRANSFER_BYTES / MIB:.0f} MiB file and server --dir on {info['fs']} ({TRANSFER_DIR}); "
+             f"{shm_note}{info['load']}. {info['note']}", "",
+             "MiB/s: raw = loadgen `stream` (64 KiB writes, echoed bytes, 2 s); transfer = file size / "
+             "client wall time from start to its summary line (its SHA-256 of the file, the transfer with "
+             "an fsync per MiB acknowledged, the receiver's final sync and SHA-256 check).", "",
+             "| backend | raw MiB/s | transfer MiB/s | transfer / raw | rounds | shm MiB/s | shm / raw | rounds |",
+             "|---|---:|---:|---:|---|---:|---:|---|"]
+    for b in BACKENDS:
+        raw = med(samples, "raw", b, "mibps")
+        row = [b, f"{raw:.0f}"]
+        for k in ["transfer", "shm"]:
+            if k not in kinds:
+                row += ["-", "-", "-"]
+                continue
+            v = med(samples, k, b, "mibps")
+            rr = round_ratios(samples, k, b)
+            row += [f"{v:.0f}", f"{v / raw:.2f}", f"{min(rr):.2f} to {max(rr):.2f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Against the issue's target (transfer MiB/s >= 0.8 x raw stream MiB/s, same backend):", "",
+              "| target | value | rounds | goal | status |", "|---|---:|---|---|---|"]
+    for b in BACKENDS:
+        raw = med(samples, "raw", b, "mibps")
+        v = med(samples, "transfer", b, "mibps") / raw
+        rr = round_ratios(samples, "transfer", b)
+        lines.append(f"| {b}: transfer / raw stream | {v:.2f} | {min(rr):.2f} to {max(rr):.2f} | >= 0.8 | {'met' if v >= 0.8 else 'MISSED'} |")
+    lines += ["", "Where the time goes (medians, seconds; phases from the times of the client's progress lines, "
+              "see transfer-bench.py):", "",
+              "| backend | where | wall s | setup + client SHA-256 s | data (to last ack) s | data MiB/s | final (receiver sync + SHA-256) s | client CPU s | server CPU s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for b in BACKENDS:
+        for k in kinds:
+            d = med(samples, k, b, "data_s")
+            lines.append("| " + " | ".join([
+                b, "disk" if k == "transfer" else "/dev/shm",
+                f"{med(samples, k, b, 'wall_s'):.2f}", f"{med(samples, k, b, 'setup_hash_s'):.2f}",
+                f"{d:.2f}", f"{TRANSFER_BYTES / MIB / d:.0f}", f"{med(samples, k, b, 'final_s'):.2f}",
+                f"{med(samples, k, b, 'client_cpu_s'):.2f}", f"{med(samples, k, b, 'server_cpu_s'):.2f}"]) + " |")
+    lines += ["", f"Python's hashlib SHA-256 of the same file on this machine: {info['hashlib_s']:.2f} s "
+              f"({TRANSFER_BYTES / MIB / info['hashlib_s']:.0f} MiB/s, from the page cache; a reference, not part of any figure).", ""]
+    lines += ["Every sample:", "", "| round | backend | kind | MiB/s | wall s | setup+hash s | data s | final s | client CPU s | server CPU s |",
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in samples:
+        if s["kind"] == "raw":
+            lines.append(f"| {s['round']} | {s['backend']} | raw | {s['mibps']:.0f} | - | - | - | - | - | - |")
+        else:
+            lines.append(f"| {s['round']} | {s['backend']} | {s['kind']} | {s['mibps']:.0f} | {s['wall_s']:.2f} | "
+                         f"{s['setup_hash_s']:.2f} | {s['data_s']:.2f} | {s['final_s']:.2f} | {s['client_cpu_s']:.2f} | {s['server_cpu_s']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if CPU and not shutil.which("taskset"):
+        sys.exit("transfer: taskset not found (util-linux); set CPU= to run unpinned")
+    bin_dir = build()
+    Path(TRANSFER_DIR).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="transfer-bench.", dir=TRANSFER_DIR))
+    shm_work = Path(tempfile.mkdtemp(prefix="transfer-bench.", dir="/dev/shm")) if SHM else None
+    try:
+        log(f"making a {TRANSFER_BYTES} byte file in {work} ({fs_type(work)})")
+        file, expected = make_file(work)
+        # Python's hashlib (OpenSSL) over the file, from the page cache: a reference speed.
+        t = time.monotonic()
+        h = hashlib.sha256()
+        with open(file, "rb") as f:
+            while chunk := f.read(4 * MIB):
+                h.update(chunk)
+        hashlib_s = time.monotonic() - t
+        shm_file = None
+        if shm_work:
+            shm_file = shm_work / file.name
+            shutil.copyfile(file, shm_file)
+        load_before = os.getloadavg()[0]
+        samples = []
+        for r in range(1, ROUNDS + 1):
+            for b in BACKENDS:
+                s = measure_raw(bin_dir, b, work)
+                samples.append({"round": r, "backend": b, "kind": "raw", **s})
+                log(f"round {r} {b:5} raw      {s['mibps']:7.0f} MiB/s")
+                for kind, f, parent in [("transfer", file, work)] + ([("shm", shm_file, shm_work)] if shm_work else []):
+                    s = measure_transfer(bin_dir, b, f, expected, parent, work)
+                    samples.append({"round": r, "backend": b, "kind": kind, **s})
+                    log(f"round {r} {b:5} {kind:8} {s['mibps']:7.0f} MiB/s  wall {s['wall_s']:.2f} s "
+                        f"(setup+hash {s['setup_hash_s']:.2f}, data {s['data_s']:.2f}, final {s['final_s']:.2f}; "
+                        f"CPU client {s['client_cpu_s']:.2f}, server {s['server_cpu_s']:.2f})")
+        info = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": machine(),
+            "fs": fs_type(work),
+            "shm_fs": fs_type("/dev/shm") if SHM else "-",
+            "hashlib_s": hashlib_s,
+            "load": f"load average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end",
+            "note": os.environ.get("TRANSFER_NOTE", ""),
+        }
+        text = report(samples, info)
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"{OUT_NAME}.md").write_text(text)
+        (RESULTS / f"{OUT_NAME}-samples.json").write_text(json.dumps({"info": info, "samples": samples}, indent=1) + "\n")
+        print(text)
+        log(f"wrote {RESULTS / (OUT_NAME + '.md')}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if shm_work:
+            shutil.rmtree(shm_work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
