@@ -131,14 +131,9 @@ struct EchoClient: AsyncParsableCommand {
             throw ValidationError("--connect-timeout \(connectTimeout) is out of range: use a number of seconds in (0, 3600]")
         }
         do {
-            try Backends.loadLibraries(backendLibraries)
+            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
         } catch {
-            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
-        }
-        do {
-            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
-        } catch {
-            throw ValidationError("--backend: \(error.message)")
+            throw ValidationError(error.message)
         }
     }
 

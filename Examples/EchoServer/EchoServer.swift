@@ -115,14 +115,9 @@ struct EchoServer: AsyncParsableCommand {
             throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
         }
         do {
-            try Backends.loadLibraries(backendLibraries)
+            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
         } catch {
-            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
-        }
-        do {
-            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
-        } catch {
-            throw ValidationError("--backend: \(error.message)")
+            throw ValidationError(error.message)
         }
     }
 
@@ -212,8 +207,8 @@ struct EchoServer: AsyncParsableCommand {
             stopAccepting = { server.close() }
         }
 
-        let first = await next(of: signals)
-        print("echo-server: \(signalName(first)), shutting down")
+        let first = await ProcessSignals.next(of: signals)
+        print("echo-server: \(ProcessSignals.name(of: first)), shutting down")
         fflush(nil)
         lifecycleSignals.cancel()
         announcements.cancel()
@@ -221,7 +216,7 @@ struct EchoServer: AsyncParsableCommand {
 
         // A second signal during the grace period cuts it short.
         let forced = Task {
-            _ = await next(of: signals)
+            _ = await ProcessSignals.next(of: signals)
             await transport.shutdownNow()
         }
         await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
@@ -393,20 +388,6 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     func connectionDidClose(error: TransportError?) {
         connection = nil
         registration.withLock { $0 }?.cancel()
-    }
-}
-
-/// The next signal of `signals` (SIGTERM if the stream ended).
-private func next(of signals: AsyncStream<CInt>) async -> CInt {
-    var iterator = signals.makeAsyncIterator()
-    return await iterator.next() ?? SIGTERM
-}
-
-private func signalName(_ signal: Int32) -> String {
-    switch signal {
-    case SIGINT: "SIGINT"
-    case SIGTERM: "SIGTERM"
-    default: "signal \(signal)"
     }
 }
 

@@ -145,14 +145,9 @@ struct Send: AsyncParsableCommand {
             }
         }
         do {
-            try Backends.loadLibraries(backendLibraries)
+            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
         } catch {
-            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
-        }
-        do {
-            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
-        } catch {
-            throw ValidationError("--backend: \(error.message)")
+            throw ValidationError(error.message)
         }
     }
 

@@ -90,14 +90,9 @@ struct TransferServerCommand: AsyncParsableCommand {
             throw ValidationError("--dir \(dir): \(String(cString: strerror(errno)))")
         }
         do {
-            try Backends.loadLibraries(backendLibraries)
+            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
         } catch {
-            throw ValidationError("loading backend libraries (--backend-library, $\(Backends.searchPathVariable)): \(error.message)")
-        }
-        do {
-            _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
-        } catch {
-            throw ValidationError("--backend: \(error.message)")
+            throw ValidationError(error.message)
         }
     }
 
@@ -141,35 +136,21 @@ struct TransferServerCommand: AsyncParsableCommand {
             }
         }
 
-        let first = await next(of: signals)
-        print("transfer-server: \(signalName(first)), shutting down")
+        let first = await ProcessSignals.next(of: signals)
+        print("transfer-server: \(ProcessSignals.name(of: first)), shutting down")
         fflush(nil)
         server.close()
         await announcements.value
 
         // A second signal during the grace period cuts it short.
         let forced = Task {
-            _ = await next(of: signals)
+            _ = await ProcessSignals.next(of: signals)
             await transport.shutdownNow()
         }
         await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
         forced.cancel()
         print("transfer-server: stopped")
         fflush(nil)
-    }
-}
-
-/// The next signal of `signals` (SIGTERM if the stream ended).
-private func next(of signals: AsyncStream<CInt>) async -> CInt {
-    var iterator = signals.makeAsyncIterator()
-    return await iterator.next() ?? SIGTERM
-}
-
-private func signalName(_ signal: Int32) -> String {
-    switch signal {
-    case SIGINT: "SIGINT"
-    case SIGTERM: "SIGTERM"
-    default: "signal \(signal)"
     }
 }
 

@@ -98,6 +98,27 @@ public enum Backends {
         return loaded
     }
 
+    /// What a tool checks before it starts: loads the backend libraries (`--backend-library`
+    /// files, then `SWITCHYARD_BACKEND_PATH`) and checks that the backend `explicit` (else
+    /// `SWITCHYARD_BACKEND`, else ``defaultName``) is registered.
+    /// - Throws: the failure, its message saying which option or variable it came from.
+    public static func checkSelection(explicit: String?, libraries: [String]) throws(TransportError) {
+        do {
+            try loadLibraries(libraries)
+        } catch {
+            var error = error
+            error.message = "loading backend libraries (--backend-library, $\(searchPathVariable)): \(error.message)"
+            throw error
+        }
+        do {
+            _ = try registry.backend(named: selectedName(explicit: explicit))
+        } catch {
+            var error = error
+            error.message = "--backend: \(error.message)"
+            throw error
+        }
+    }
+
     /// `SWITCHYARD_BACKEND_PATH` from the environment, if set.
     public static var environmentSearchPath: String? {
         getenv(searchPathVariable).map { String(cString: $0) }

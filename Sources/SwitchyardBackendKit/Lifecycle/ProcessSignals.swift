@@ -66,6 +66,25 @@ public enum ProcessSignals {
         return stream
     }
 
+    /// The next signal of `signals`, or SIGTERM if the sequence ended: how a tool waits
+    /// for the signal that stops it.
+    public static func next(of signals: AsyncStream<CInt>) async -> CInt {
+        var iterator = signals.makeAsyncIterator()
+        return await iterator.next() ?? SIGTERM
+    }
+
+    /// A signal's name for messages: `SIGINT`, `SIGTERM`, ..., else `signal N`.
+    public static func name(of signal: CInt) -> String {
+        switch signal {
+        case SIGINT: "SIGINT"
+        case SIGTERM: "SIGTERM"
+        case SIGTSTP: "SIGTSTP"
+        case SIGCONT: "SIGCONT"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(signal)"
+        }
+    }
+
     private final class Observer: Sendable {
         let signals: Set<CInt>
         let body: @Sendable (CInt) -> Void
