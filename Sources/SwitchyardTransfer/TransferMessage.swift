@@ -19,8 +19,10 @@ public import Switchyard
 /// 3. sender → `chunk`s: offset and bytes, the first at the `resume` offset, each
 ///    following the last with no gap or overlap.
 /// 4. receiver → `ack`s: the offset up to which the bytes are durable (written and
-///    fsynced), cumulative, sent whenever the bytes written since the last `ack` reach
-///    the smaller of its own ack interval and half the sender's window. The sender keeps
+///    fsynced), cumulative. A sync starts whenever the bytes written since the last one
+///    started reach the smaller of its own ack interval and half the sender's window, and
+///    runs while the receiver goes on receiving; its `ack` follows when it is done
+///    (``TransferAcknowledger``). The sender keeps
 ///    at most one window of bytes sent and not acknowledged (at least one chunk), and
 ///    sends chunks of at most half a window, so it never waits for an `ack` that the
 ///    receiver is not going to send.

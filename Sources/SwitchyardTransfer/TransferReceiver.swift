@@ -1,8 +1,9 @@
 import Switchyard
 
 /// The receiving end of one transfer call (the protocol's steps are in
-/// ``TransferMessage``): answers the offer, writes chunks through the storage, syncs
-/// before each `ack`, checks the whole file's SHA-256 at the end.
+/// ``TransferMessage``): answers the offer, writes chunks through the storage while a
+/// ``TransferAcknowledger`` syncs and acknowledges behind it, checks the whole file's
+/// SHA-256 at the end.
 ///
 /// It asks the call for one message at a time (flow control on), so it holds at most one
 /// chunk plus one read buffer whatever the sender does; each chunk goes to the storage
@@ -45,48 +46,47 @@ struct TransferReceiver {
         try await call.write(TransferMessage.resume(offset: offset).encoded)
 
         let ackEvery = UInt64(max(1, min(options.ackInterval, Int(window / 2))))
-        var unsynced: UInt64 = 0
-        while true {
-            guard let message = try await call.next() else { throw Self.violation("the sender finished before its end message") }
-            // Chunks are read in place: the bytes go to the storage as a slice of the message.
-            if let (chunkOffset, bytes) = try TransferMessage.chunk(in: message) {
-                guard chunkOffset == offset else { throw Self.violation("a chunk at \(chunkOffset); expected \(offset)") }
-                guard !record.isComplete, UInt64(bytes.count) <= size - offset else {
-                    throw Self.violation("a chunk of \(bytes.count) bytes at \(offset) runs past the size \(size)")
-                }
-                try io { try storage.write(bytes, at: offset, id: id) }
-                offset += UInt64(bytes.count)
-                unsynced += UInt64(bytes.count)
-                if unsynced >= ackEvery {
-                    try await offLoop { [offset] in try storage.sync(id: id, through: offset) }
-                    unsynced = 0
-                    try await call.write(TransferMessage.ack(offset: offset).encoded)
-                }
-                continue
-            }
-            switch try TransferMessage(decoding: message) {
-            case .end:
-                guard offset == size else { throw Self.violation("end at \(offset) of \(size) bytes") }
-                if !record.isComplete {
-                    try await offLoop { [offset] in try storage.sync(id: id, through: offset) }
-                    let received = try await offLoop { try storage.digest(id: id) }
-                    guard received == sha256 else {
-                        try io { try storage.discard(id: id) }
-                        throw TransportError(
-                            code: .aborted, reason: .integrityMismatch,
-                            message: "transfer \(id): received sha256 \(TransferDigest.hex(received)), offered \(TransferDigest.hex(sha256)); the partial file was discarded")
+        var acknowledger = TransferAcknowledger(storage: storage, id: id, call: call, interval: ackEvery, from: offset)
+        do {
+            while true {
+                guard let message = try await call.next() else { throw Self.violation("the sender finished before its end message") }
+                // Chunks are read in place: the bytes go to the storage as a slice of the message.
+                if let (chunkOffset, bytes) = try TransferMessage.chunk(in: message) {
+                    guard chunkOffset == offset else { throw Self.violation("a chunk at \(chunkOffset); expected \(offset)") }
+                    guard !record.isComplete, UInt64(bytes.count) <= size - offset else {
+                        throw Self.violation("a chunk of \(bytes.count) bytes at \(offset) runs past the size \(size)")
                     }
-                    try await offLoop { try storage.complete(id: id) }
-                    record.isComplete = true
-                    record.durableOffset = size
-                    didFinish(record)
+                    try io { try storage.write(bytes, at: offset, id: id) }
+                    offset += UInt64(bytes.count)
+                    acknowledger.wrote(through: offset)
+                    continue
                 }
-                try await call.write(TransferMessage.done(size: size, sha256: sha256).encoded)
-                return .ok
-            default:
-                throw Self.violation("an unexpected message from the sender")
+                guard case .end = try TransferMessage(decoding: message) else {
+                    throw Self.violation("an unexpected message from the sender")
+                }
+                guard offset == size else { throw Self.violation("end at \(offset) of \(size) bytes") }
+                try await acknowledger.finish(through: offset)
+                break
             }
+        } catch {
+            await acknowledger.stop()
+            throw error
         }
+        if !record.isComplete {
+            let received = try await offLoop { try storage.digest(id: id) }
+            guard received == sha256 else {
+                try io { try storage.discard(id: id) }
+                throw TransportError(
+                    code: .aborted, reason: .integrityMismatch,
+                    message: "transfer \(id): received sha256 \(TransferDigest.hex(received)), offered \(TransferDigest.hex(sha256)); the partial file was discarded")
+            }
+            try await offLoop { try storage.complete(id: id) }
+            record.isComplete = true
+            record.durableOffset = size
+            didFinish(record)
+        }
+        try await call.write(TransferMessage.done(size: size, sha256: sha256).encoded)
+        return .ok
     }
 
     static func violation(_ what: String) -> TransportError {

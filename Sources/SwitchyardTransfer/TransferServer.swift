@@ -71,6 +71,12 @@ public final class TransferServer: Sendable {
     /// Transfer calls open now (counting those still before their offer).
     public var openCalls: Int { server.openCalls }
 
+    /// Transfers being received now: a call's handler holds its transfer's id from the
+    /// offer until its last sync is done, which can be a little after the call ended.
+    /// Zero once every handler let go (a test waits for it before it reopens the folder
+    /// with another storage, as a restarted receiver would).
+    public var activeTransfers: Int { leases.calls.count }
+
     /// Bytes received by open transfer calls and not yet handed to the storage (the
     /// calls' ``Call/bufferedBytes``).
     public var bufferedBytes: Int {

@@ -30,7 +30,9 @@ public struct TransferRecord: Sendable, Hashable {
 /// The receiver calls it for one id at a time (a new call for an id waits until the
 /// previous call for it has ended), in this order: ``record(for:)``; then
 /// ``create(_:)`` for a new id; ``write(_:at:id:)`` for each chunk in offset order
-/// starting at the durable offset; ``sync(id:through:)`` before each acknowledgement;
+/// starting at the durable offset; ``sync(id:through:)`` before each acknowledgement,
+/// from another thread while later writes go on (at most one sync at a time, and it
+/// covers only bytes whose write returned before it was called);
 /// at the end ``digest(id:)`` then ``complete(id:)`` or, if the digest differs,
 /// ``discard(id:)``. Errors it throws end the call with that error (a
 /// ``TransportError`` as is, anything else as `internal`, reason `i/o error`).
@@ -43,8 +45,9 @@ public protocol TransferStorage: Sendable {
     /// Stores `bytes` at `offset` (not yet durable). `bytes` is a slice of the received
     /// message: not copied on the way here.
     func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws
-    /// Makes every byte written so far durable and records `offset` as the durable
-    /// offset (it survives a restart of the receiver).
+    /// Makes every byte below `offset` durable (their writes returned before this call;
+    /// writes of later bytes may run at the same time) and records `offset` as the
+    /// durable offset (it survives a restart of the receiver).
     func sync(id: String, through offset: UInt64) throws
     /// The SHA-256 of the stored bytes from 0 to the record's size.
     func digest(id: String) throws -> [UInt8]

@@ -20,6 +20,10 @@ struct DirectoryTransferStorageTests {
         firstStorage.onWrite { written in if written >= 1_700_000 { stopped.cancel() } }
         await #expect(throws: TransportError.self) { try await stopped.send(source: MemoryTransferSource(bytes), id: "restart.bin") }
         first.closeNow()
+        // A restart: the old receiver's last sync is done before the folder is reopened.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while first.activeTransfers > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(first.activeTransfers == 0)
 
         // The receiver restarts: a new storage object on the same folder.
         let storage = try DirectoryTransferStorage(directory: directory)
