@@ -37,6 +37,50 @@ struct FrameAssemblyTests {
         #expect(decoder.bufferedBytes == 0)
     }
 
+    /// Feeds `frame` in read-sized chunks and returns its payload.
+    static func assemble(_ frame: [UInt8], in decoder: inout FrameDecoder) throws -> [UInt8] {
+        var offset = 0
+        var payload: [UInt8]?
+        while offset < frame.count {
+            let end = min(frame.count, offset + 65_536)
+            frame[offset..<end].withUnsafeBytes { decoder.append($0) }
+            offset = end
+            if let next = try decoder.next() { payload = next.payload }
+        }
+        return try #require(payload)
+    }
+
+    @Test("The next large payload is assembled in the last one's array once it was let go, and never in one still held")
+    func payloadArraysAreRecycled() throws {
+        let first = Self.pattern(256 << 10, seed: 1)
+        let second = Self.pattern(256 << 10, seed: 2)
+        let third = Self.pattern(256 << 10, seed: 3)
+        var decoder = FrameDecoder(maximumMessageSize: 1 << 20)
+
+        var received = try Self.assemble(Frame.encode(.message, payload: first), in: &decoder)
+        #expect(received == first)
+        let firstAddress = received.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) }
+        received = []  // let go
+        // Had the decoder let go of it too, the allocator would hand its block to this one.
+        let blocker = [UInt8](repeating: 1, count: 256 << 10)
+        let held = try Self.assemble(Frame.encode(.message, payload: second), in: &decoder)
+        #expect(held == second)
+        #expect(held.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) } == firstAddress, "the let-go array was not reused")
+        #expect(blocker.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) } != firstAddress)
+
+        // Still held: the next payload goes elsewhere and the held one is untouched.
+        let next = try Self.assemble(Frame.encode(.message, payload: third), in: &decoder)
+        #expect(next == third)
+        #expect(held == second)
+        #expect(next.withUnsafeBufferPointer { Int(bitPattern: $0.baseAddress) } != firstAddress)
+
+        // A much smaller large payload does not keep the big array: it is reserved as usual.
+        let small = Self.pattern(70_000, seed: 4)
+        let smallReceived = try Self.assemble(Frame.encode(.message, payload: small), in: &decoder)
+        #expect(smallReceived == small)
+        #expect(smallReceived.capacity < 70_000 + 4096)
+    }
+
     @Test("The call's path: the bytes a payload lacks are taken from a read, the rest stays with the caller")
     func appendPayloadTakesOnlyWhatIsMissing() throws {
         let message = Self.pattern(100_000, seed: 7)

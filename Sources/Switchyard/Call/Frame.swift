@@ -94,6 +94,13 @@ public struct FrameDecoder: Sendable {
     /// checked against the maximum first). Whole when `payload.count == payloadLength`:
     /// the frame then waits ahead of ``buffer``.
     private var payload: [UInt8] = []
+    /// The payload last handed over from assembly, kept to assemble the next one in: once
+    /// the receiver has let go of it, its pages are reused in place instead of a fresh
+    /// array faulting in new ones (a 256 KiB message cost 64 page faults, a fifth of a
+    /// transfer receiver's time). Dropped when the next assembly cannot use it, so the
+    /// decoder never holds more than one payload's memory. A receiver that mutates a
+    /// message in place before the next one starts pays one copy (the array is shared).
+    private var recycled: [UInt8] = []
     /// The length of the payload being assembled; 0 when none is (a frame only starts
     /// assembling with payload bytes in and some missing, so its length is at least 2);
     /// -1 after a decoding error, so that ``pending`` tests one field for both.
@@ -167,6 +174,17 @@ public struct FrameDecoder: Sendable {
     private mutating func reservePayload(adding count: Int) {
         let needed = payload.count + count
         guard needed > payload.capacity else { return }
+        if payload.capacity == 0 && recycled.capacity > 0 {
+            // Reuse the last payload's array if it fits this frame without going beyond
+            // what the growth below could reach (the frame's length and a read ahead).
+            // In place when the receiver let go of it; else a fresh array of that size.
+            if recycled.capacity >= needed && recycled.capacity <= payloadLength + Self.assemblyReserveAhead {
+                swap(&payload, &recycled)
+                payload.removeAll(keepingCapacity: true)
+                return
+            }
+            recycled = []
+        }
         let wanted = payload.capacity == 0 ? needed + Self.assemblyReserveAhead : max(needed, payload.capacity * 2)
         payload.reserveCapacity(min(payloadLength, wanted))
     }
@@ -312,6 +330,7 @@ public struct FrameDecoder: Sendable {
             precondition(payload.count == payloadLength, "no whole frame")
             var whole: [UInt8] = []
             swap(&whole, &payload)
+            recycled = whole
             payloadLength = 0
             assembledBytes = 0
             if readIndex < buffer.count { startPayloadFromBuffer() }
@@ -378,6 +397,7 @@ public struct FrameDecoder: Sendable {
         buffer = []
         readIndex = 0
         payload = []
+        recycled = []
         payloadLength = -1
         assembledBytes = 0
         throw error
