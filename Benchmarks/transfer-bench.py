@@ -19,12 +19,18 @@ What it does:
               client's wall time from its start (fork/exec) to its summary line. That time
               covers: the client's start, its SHA-256 of the whole file, the connect and
               offer, the whole transfer (chunks of 256 KiB, a 4 MiB window; the receiver
-              writes each chunk and fsyncs the file and its state record every 1 MiB before
-              acknowledging), and the receiver's final fsync, its SHA-256 of the received
+              writes each chunk while a task behind it fsyncs the file and its state record,
+              at least every 1 MiB, and acknowledges what each sync covered), and the
+              receiver's final fsync, its SHA-256 of the received
               file and its `done` answer. It does not cover the client's shutdown after the
               summary (up to its 1 s grace period).
     shm       the same transfer with the file and --dir on /dev/shm (tmpfs: fsync costs
               nothing), to see what durability on disk costs (SHM=0 skips it).
+    floor     per round, before the backends: two `openssl dgst -sha256` passes and one
+              `dd bs=256k conv=fsync` copy of the file on the same filesystem, pinned (see
+              measure_floor): the least any transfer with a whole-file SHA-256 at both
+              ends does on the core, network aside. Its MiB/s against raw says whether the
+              0.8 target can be met on this machine at all.
   Server and client (or loadgen) are pinned to one core (CPU, default 0), as in
   Benchmarks/run; the sender's transport has its default event loops on that core.
 - The phases of each transfer come from the times the client's plain `progress:` lines
@@ -189,6 +195,29 @@ def make_file(folder):
     return path, hasher.hexdigest()
 
 
+def measure_floor(file, parent):
+    """What any transfer of `file` with a whole-file SHA-256 at both ends must do on the
+    one core, without the network: two SHA-256 passes over the file (`openssl dgst
+    -sha256`, OpenSSL's SHA-NI code, as fast as swift-crypto's BoringSSL here) and one copy
+    of it into a new file on the receiver's filesystem (`dd bs=256k conv=fsync`: read from
+    the page cache, written, fsynced once). Pinned like the rest. Its MiB/s is a ceiling:
+    a transfer also copies every byte through loopback and syncs more often."""
+    def timed(argv):
+        t = time.monotonic()
+        r = subprocess.run(PIN + argv, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr.strip()}")
+        return time.monotonic() - t
+    hash_s = timed(["openssl", "dgst", "-sha256", str(file)])
+    copy = Path(parent) / "floor-copy.bin"
+    try:
+        copy_s = timed(["dd", f"if={file}", f"of={copy}", "bs=256k", "conv=fsync", "status=none"])
+    finally:
+        copy.unlink(missing_ok=True)
+    floor_s = 2 * hash_s + copy_s
+    return {"mibps": TRANSFER_BYTES / MIB / floor_s, "hash_s": hash_s, "copy_s": copy_s}
+
+
 def measure_transfer(bin_dir, backend, file, expected, parent, work):
     """One transfer into a fresh --dir under `parent`; returns its figures."""
     recv = Path(tempfile.mkdtemp(prefix="recv.", dir=parent))
@@ -301,7 +330,8 @@ def report(samples, info):
              f"{shm_note}{info['load']}. {info['note']}", "",
              "MiB/s: raw = loadgen `stream` (64 KiB writes, echoed bytes, 2 s); transfer = file size / "
              "client wall time from start to its summary line (its SHA-256 of the file, the transfer with "
-             "an fsync per MiB acknowledged, the receiver's final sync and SHA-256 check).", "",
+             "fsyncs behind the receiver's writes, at least one per MiB, each acknowledged; the receiver's final "
+             "sync and SHA-256 check).", "",
              "| backend | raw MiB/s | transfer MiB/s | transfer / raw | rounds | shm MiB/s | shm / raw | rounds |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for b in BACKENDS:
@@ -315,6 +345,22 @@ def report(samples, info):
             rr = round_ratios(samples, k, b)
             row += [f"{v:.0f}", f"{v / raw:.2f}", f"{min(rr):.2f} to {max(rr):.2f}"]
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "The floor: what any transfer with a whole-file SHA-256 at both ends must do on the one core, "
+              "without the network (see measure_floor: two `openssl dgst -sha256` passes and one `dd conv=fsync` "
+              "copy of the file), as MiB/s of the file; a ceiling for every transfer, not only this one:", "",
+              "| where | SHA-256 s | copy + fsync s | floor MiB/s | floor / raw bsd | floor / raw libuv | bsd transfer / floor | libuv transfer / floor |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, fk in [("transfer", "floor")] + ([("shm", "floor-shm")] if SHM else []):
+        fl = med(samples, fk, "-", "mibps")
+        cells = ["disk" if k == "transfer" else "/dev/shm", f"{med(samples, fk, '-', 'hash_s'):.2f}",
+                 f"{med(samples, fk, '-', 'copy_s'):.2f}", f"{fl:.0f}"]
+        for b in ["bsd", "libuv"]:
+            raw = med(samples, "raw", b, "mibps")
+            cells.append(f"{fl / raw:.2f}" if raw else "-")
+        for b in ["bsd", "libuv"]:
+            v = med(samples, k, b, "mibps")
+            cells.append(f"{v / fl:.2f}" if v else "-")
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Against the issue's target (transfer MiB/s >= 0.8 x raw stream MiB/s, same backend):", "",
               "| target | value | rounds | goal | status |", "|---|---:|---|---|---|"]
     for b in BACKENDS:
@@ -341,6 +387,9 @@ def report(samples, info):
     for s in samples:
         if s["kind"] == "raw":
             lines.append(f"| {s['round']} | {s['backend']} | raw | {s['mibps']:.0f} | - | - | - | - | - | - |")
+        elif s["kind"].startswith("floor"):
+            lines.append(f"| {s['round']} | - | {s['kind']} | {s['mibps']:.0f} | {2 * s['hash_s'] + s['copy_s']:.2f} | "
+                         f"SHA-256 {s['hash_s']:.2f} | copy {s['copy_s']:.2f} | - | - | - |")
         else:
             lines.append(f"| {s['round']} | {s['backend']} | {s['kind']} | {s['mibps']:.0f} | {s['wall_s']:.2f} | "
                          f"{s['setup_hash_s']:.2f} | {s['data_s']:.2f} | {s['final_s']:.2f} | {s['client_cpu_s']:.2f} | {s['server_cpu_s']:.2f} |")
@@ -371,6 +420,10 @@ def main():
         load_before = os.getloadavg()[0]
         samples = []
         for r in range(1, ROUNDS + 1):
+            for kind, f, parent in [("floor", file, work)] + ([("floor-shm", shm_file, shm_work)] if shm_work else []):
+                s = measure_floor(f, parent)
+                samples.append({"round": r, "backend": "-", "kind": kind, **s})
+                log(f"round {r} {kind:9} {s['mibps']:7.0f} MiB/s  (SHA-256 {s['hash_s']:.2f} s, copy+fsync {s['copy_s']:.2f} s)")
             for b in BACKENDS:
                 s = measure_raw(bin_dir, b, work)
                 samples.append({"round": r, "backend": b, "kind": "raw", **s})
