@@ -12,7 +12,6 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "switchyard",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Switchyard", targets: ["Switchyard"]),
         .library(name: "SwitchyardBackendKit", targets: ["SwitchyardBackendKit"]),

@@ -9,7 +9,6 @@ import PackageDescription
 
 let package = Package(
     name: "switchyard-benchmarks",
-    platforms: [.macOS(.v15)],
     dependencies: [
         // The library itself, by path: its echo-server and echo-client are built from here
         // too, so one build covers every Swift server under test.

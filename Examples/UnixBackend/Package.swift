@@ -15,7 +15,6 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "switchyard-unix",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "SwitchyardUnix", targets: ["SwitchyardUnix"]),
         // The backend as a shared library for hosts that load backends at run time
