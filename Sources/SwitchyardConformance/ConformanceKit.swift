@@ -148,6 +148,7 @@ public enum ConformanceKit {
         .suspendKeepsConnections,              // 44
         .suspendExpiresOnTimeWithBlackHole,    // 45
         .suspendCallServer,                    // 46
+        .callTaskCancellation,                 // 47
     ]
 
     /// The scenario named `name`, if any.

@@ -10,6 +10,12 @@ import Synchronization
 /// holds more than one undelivered message. With it off, messages are buffered here as
 /// they arrive. ``Channel/withCall(options:_:)`` and ``CallServer`` run the code that
 /// uses it on the call's event loop.
+///
+/// Task cancellation: a task cancelled while it waits in ``next()``, ``write(_:)``,
+/// ``finishSending()``, ``finish(_:)`` or ``status()`` (or that calls one already
+/// cancelled) cancels the call (``Call/cancel()``): the wait ends at once, reads and
+/// writes throwing `cancelled`, reason `call cancelled`, and ``status()`` returning that
+/// status; the peer's call ends `unavailable`. A call that already ended keeps its status.
 public final class AsyncCall: CallHandler, Sendable {
     private struct State {
         var call: Call?
@@ -76,6 +82,14 @@ public final class AsyncCall: CallHandler, Sendable {
     /// server: the client finished sending).
     /// - Throws: the call's error status (`unavailable` when the connection broke, ...).
     public func next() async throws -> [UInt8]? {
+        try await withTaskCancellationHandler {
+            try await waitForNext()
+        } onCancel: {
+            self.cancelForTask()
+        }
+    }
+
+    private func waitForNext() async throws -> [UInt8]? {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
             enum Step { case value([UInt8]?), failure(TransportError), wait(request: Call?) }
             let step: Step = state.withLock { state in
@@ -120,35 +134,51 @@ public final class AsyncCall: CallHandler, Sendable {
     /// Sends a message; returns once it is in the kernel.
     public func write(_ message: [UInt8]) async throws {
         let call = self.call
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            call.send(message) { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-            }
-        }
+        try await completing { completion in call.send(message, completion: completion) }
     }
 
     /// Client: sends no more messages (half-close); returns once that is in the kernel.
     public func finishSending() async throws {
         let call = self.call
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            call.finishSending { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-            }
-        }
+        try await completing { completion in call.finishSending(completion: completion) }
     }
 
     /// Server: ends the call with `status`; returns once it is in the kernel.
     public func finish(_ status: CallStatus = .ok) async throws {
         let call = self.call
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            call.finish(status) { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+        try await completing { completion in call.finish(status, completion: completion) }
+    }
+
+    /// Starts a write-like operation with `start` and waits for its completion; a task
+    /// cancelled meanwhile cancels the call, which completes the operation `cancelled`
+    /// (or with the error that ended the call before).
+    private func completing(_ start: (@escaping WriteCompletion) -> Void) async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                start { error in
+                    if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+                }
             }
+        } onCancel: {
+            self.cancelForTask()
         }
+    }
+
+    /// The task waiting on this call was cancelled: the call is cancelled (see the type).
+    private func cancelForTask() {
+        state.withLock { $0.call }?.cancel()
     }
 
     /// How the call ended; waits for the end.
     public func status() async -> CallStatus {
+        await withTaskCancellationHandler {
+            await waitForStatus()
+        } onCancel: {
+            self.cancelForTask()
+        }
+    }
+
+    private func waitForStatus() async -> CallStatus {
         await withCheckedContinuation { (continuation: CheckedContinuation<CallStatus, Never>) in
             let done: CallStatus? = state.withLock { state in
                 if let status = state.status { return status }

@@ -138,7 +138,7 @@ public final class Call: @unchecked Sendable {
         let reports = flow.reportsWrites
         if let completion {
             connection.write(Frame.encode(.message, payload: message)) { error in
-                completion(error)
+                completion(self.failure(error))
                 self.writeDidComplete(error, reports: reports)
             }
         } else if reports {
@@ -188,7 +188,11 @@ public final class Call: @unchecked Sendable {
                 return
             }
             self.sentEnd = true
-            self.connection.shutdownOutput(completion: completion)
+            guard let completion else {
+                self.connection.shutdownOutput(completion: nil)
+                return
+            }
+            self.connection.shutdownOutput { error in completion(self.failure(error)) }
         }
     }
 
@@ -203,7 +207,7 @@ public final class Call: @unchecked Sendable {
             }
             self.sentEnd = true
             self.connection.write(Frame.encode(.status, payload: status.encoded)) { error in
-                completion?(error)
+                completion?(self.failure(error))
                 self.end(error.map { CallStatus(error: $0) } ?? status, closeConnection: error != nil)
             }
             self.connection.shutdownOutput(completion: nil)
@@ -252,6 +256,14 @@ public final class Call: @unchecked Sendable {
 
     private func onLoop(_ work: @escaping @Sendable () -> Void) {
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    /// The error a write's completion reports: once the call has ended with an error (a
+    /// cancel, the network changed), that error, which says why, rather than the
+    /// connection's local close that stopped the write.
+    private func failure(_ error: TransportError?) -> TransportError? {
+        guard let error else { return nil }
+        return status?.error ?? error
     }
 
     private func endedError(sending: Bool) -> TransportError {

@@ -1,0 +1,89 @@
+import Switchyard
+import Synchronization
+
+extension ConformanceScenario {
+    /// F5 for the async face: task cancellation reaches the call. A task cancelled while it
+    /// waits for a message, for a write the peer pushes back, or for the status, ends
+    /// that wait under 100 ms: the read and the write throw `cancelled` (`call cancelled`),
+    /// the status is that, and the server's call ends too.
+    public static let callTaskCancellation = ConformanceScenario(
+        "A cancelled task ends its call's pending read, pushed-back write or status wait at once with cancelled; the peer's call ends",
+        checklist: ["F5"], timeLimit: .seconds(90)
+    ) { context in
+        // A server whose calls take nothing (flow control on, no message asked for) and
+        // answer nothing: a read waits, and writes are pushed back once the windows fill.
+        let serverCalls = Collected<CallRecorder>()
+        let serverCallObjects = Collected<Call>()
+        let options = CallOptions(enableFlowControl: true)
+        let server = try await context.startCallServer(options: options) { call in
+            let recorder = CallRecorder(keepsMessages: false)
+            serverCalls.append(recorder)
+            serverCallObjects.append(call)
+            return recorder
+        }
+        defer { server.close() }
+        let channel = context.channel(to: server)
+        let block = ConformancePattern.bytes(count: 1 << 20, seed: 47)
+
+        for wait in ["read", "write", "status"] {
+            let index = serverCalls.count
+            let outcome = try await context.step("a \(wait) whose task is cancelled", seconds: 40) {
+                try await channel.withCall(options: options) { call -> (error: (any Error)?, status: CallStatus, latency: Duration, writes: Int) in
+                    let writes = Atomic<Int>(0)
+                    let task = Task { () -> (any Error)? in
+                        do {
+                            switch wait {
+                            case "read":
+                                _ = try await call.next()
+                            case "write":
+                                while true {
+                                    try await call.write(block)
+                                    writes.add(1, ordering: .relaxed)
+                                }
+                            default:
+                                _ = await call.status()
+                            }
+                            return nil
+                        } catch {
+                            return error
+                        }
+                    }
+                    // Let the wait begin; for the write, until no write completed for 300 ms
+                    // (the windows are full and one write is pending).
+                    var seen = -1
+                    var still = ContinuousClock.now
+                    while true {
+                        try await Task.sleep(for: .milliseconds(50))
+                        let now = writes.load(ordering: .relaxed)
+                        if now != seen { seen = now; still = ContinuousClock.now }
+                        if ContinuousClock.now - still >= .milliseconds(300) { break }
+                    }
+                    let cancelled = ContinuousClock.now
+                    task.cancel()
+                    let error = await task.value
+                    let latency = ContinuousClock.now - cancelled
+                    return (error, await call.status(), latency, writes.load(ordering: .relaxed))
+                }
+            }
+            if wait != "status" {
+                try context.expectError(outcome.error, code: .cancelled, reason: .callCancelled, "the cancelled task's \(wait)")
+            }
+            try context.expectStatus(outcome.status, code: .cancelled, reason: .callCancelled, "the call's status after its task's \(wait) was cancelled")
+            try context.expect(
+                outcome.latency < .milliseconds(100),
+                "the cancelled \(wait) ended \(outcome.latency) after the task was cancelled (at once means under 100 ms)")
+            context.record("cancelled \(wait) ended after", outcome.latency)
+            if wait == "write" {
+                context.log("the write was pending after \(outcome.writes) MiB were taken")
+            }
+            try await context.waitUntil(seconds: 10, "the server's call of the cancelled \(wait) started") { serverCalls.count > index }
+            if wait == "write" {
+                // The server read nothing: a backend may learn of the reset only when it
+                // reads again (libuv watches a stream only while reading). It asks now.
+                serverCallObjects[index].receiveNextMessages(1 << 20)
+            }
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the cancelled \(wait)")
+            try context.expect(!serverStatus.isOK, "the server's call ended OK after the client cancelled")
+        }
+    }
+}
