@@ -149,6 +149,7 @@ public enum ConformanceKit {
         .suspendExpiresOnTimeWithBlackHole,    // 45
         .suspendCallServer,                    // 46
         .callTaskCancellation,                 // 47
+        .callDeadlineExceeded,                 // 48
     ]
 
     /// The scenario named `name`, if any.

@@ -59,7 +59,9 @@ public final class Channel: Sendable {
         observation?.cancel()
     }
 
-    /// Connects and starts a call whose events go to `handler`.
+    /// Connects and starts a call whose events go to `handler`. With
+    /// ``CallOptions/timeout`` the call has a deadline from now, connect included
+    /// (``CallDeadline``): past it the call ends `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
@@ -70,9 +72,22 @@ public final class Channel: Sendable {
         if let monitor, monitor.current.category == .none {
             throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
         }
-        let connection = try await transport.connect(to: target, options: connectOptions)
+        let deadline = options.timeout.map { CallDeadline(timeout: $0) }
+        let connection: any Connection
+        if let deadline {
+            var bounded = connectOptions
+            bounded.timeout = deadline.connectTimeout(within: connectOptions.timeout)
+            do {
+                connection = try await transport.connect(to: target, options: bounded)
+            } catch let error as TransportError where deadline.hasPassed && error.code == .deadlineExceeded {
+                throw deadline.error
+            }
+        } else {
+            connection = try await transport.connect(to: target, options: connectOptions)
+        }
         let call = Call(role: .client, connection: connection, options: options)
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
+            deadline?.disarm()
             guard let self else { return }
             self.forget(call)
             if call.endedByBrokenConnection, let error = status.error { self.connectionBroke(error) }
@@ -88,6 +103,7 @@ public final class Channel: Sendable {
             throw refusal
         }
         call.start(handler: tracked)
+        deadline?.arm(call)
         return call
     }
 

@@ -77,11 +77,19 @@ public struct CallOptions: Sendable {
     public var maximumMessageSize: Int
     /// A custom policy; when set it replaces what ``enableFlowControl`` chooses.
     public var flowController: (any FlowController)?
+    /// The call's deadline, counted from when a channel is asked for it (its connect
+    /// included); `nil` (the default) for none. A client call still open when it passes
+    /// ends `deadlineExceeded`, reason `timed out` (``CallDeadline``). A server ignores it.
+    public var timeout: Duration?
 
-    public init(enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize, flowController: (any FlowController)? = nil) {
+    public init(
+        enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize,
+        flowController: (any FlowController)? = nil, timeout: Duration? = nil
+    ) {
         self.enableFlowControl = enableFlowControl
         self.maximumMessageSize = maximumMessageSize
         self.flowController = flowController
+        self.timeout = timeout
     }
 
     /// The policy these options select.

@@ -87,3 +87,68 @@ extension ConformanceScenario {
         }
     }
 }
+
+extension ConformanceScenario {
+    /// F7: a call's deadline (``CallOptions/timeout``). A call still waiting when it passes
+    /// ends `deadlineExceeded`, reason `timed out`, within 100 ms of it, and the server's
+    /// call ends too; a call that finished first keeps its OK status after the deadline.
+    public static let callDeadlineExceeded = ConformanceScenario(
+        "A call past its deadline ends deadlineExceeded within 100 ms of it; one that finished first stays OK",
+        checklist: ["F7"], timeLimit: .seconds(60)
+    ) { context in
+        let serverCalls = Collected<CallRecorder>()
+        let hold = Array("hold".utf8)
+        let server = try await context.startCallServer { _ in
+            // Echoes, except "hold", which it never answers.
+            let recorder = CallRecorder(
+                keepsMessages: false,
+                onReceive: { call, message in if message != hold { call.send(message) } },
+                onEnd: { call in call.finish() })
+            serverCalls.append(recorder)
+            return recorder
+        }
+        defer { server.close() }
+        let channel = context.channel(to: server)
+        let timeout = Duration.milliseconds(400)
+
+        // A reply that never comes: the read ends at the deadline.
+        let index = serverCalls.count
+        let outcome = try await context.step("a call whose reply never comes, with a \(timeout) deadline", seconds: 20) {
+            let asked = ContinuousClock.now
+            return try await channel.withCall(options: CallOptions(timeout: timeout)) { call -> (error: (any Error)?, status: CallStatus, after: Duration) in
+                try await call.write(hold)
+                do {
+                    _ = try await call.next()
+                    return (nil, await call.status(), ContinuousClock.now - asked)
+                } catch {
+                    return (error, await call.status(), ContinuousClock.now - asked)
+                }
+            }
+        }
+        try context.expectError(outcome.error, code: .deadlineExceeded, reason: .timedOut, "the read of a call past its deadline")
+        try context.expectStatus(outcome.status, code: .deadlineExceeded, reason: .timedOut, "the status of a call past its deadline")
+        try context.expect(
+            outcome.after >= timeout && outcome.after < timeout + .milliseconds(100),
+            "the call ended \(outcome.after) after it was asked for; its deadline was \(timeout) (within 100 ms of it expected)")
+        context.record("deadline passed, call ended after", outcome.after)
+        try await context.waitUntil(seconds: 10, "the server's call started") { serverCalls.count > index }
+        let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the call past its deadline")
+        try context.expect(!serverStatus.isOK, "the server's call ended OK after the client's deadline passed")
+
+        // A call that finishes in time: OK, and still OK after its deadline.
+        let message = ConformancePattern.bytes(count: 1000, seed: 48)
+        let (echo, status) = try await context.step("a call that finishes before its deadline", seconds: 20) {
+            try await channel.withCall(options: CallOptions(timeout: timeout)) { call -> ([UInt8]?, CallStatus) in
+                try await call.write(message)
+                let echo = try await call.next()
+                try await call.finishSending()
+                while try await call.next() != nil {}
+                _ = await call.status()
+                try await Task.sleep(for: timeout + .milliseconds(100))
+                return (echo, await call.status())
+            }
+        }
+        try context.expectBytes(echo ?? [], message, "the echo of a call within its deadline")
+        try context.expectOK(status, "a call that finished before its deadline")
+    }
+}
