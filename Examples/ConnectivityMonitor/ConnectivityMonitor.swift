@@ -81,10 +81,14 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             } catch {
                 throw ValidationError("--reachability-url: \(error.message)")
             }
+        }
+        // The backend is used by the probe only, but a --backend given is checked either
+        // way: a misspelt name is an error, not silently ignored.
+        if reachabilityURL != nil || backend != nil {
             do {
                 _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
             } catch {
-                throw ValidationError("--backend: \(error.message)")
+                throw ValidationError("\(Backends.selectionSource(explicit: backend)): \(error.message)")
             }
         }
     }

@@ -120,7 +120,7 @@ struct Send: AsyncParsableCommand {
         }
         var saved: TransferResumeState?
         if let resumeState {
-            let folder = resumeState.contains("/") ? String(resumeState[..<resumeState.lastIndex(of: "/")!]) : "."
+            let folder = resumeState.lastIndex(of: "/").map { String(resumeState[..<$0]) } ?? "."
             var info = stat()
             guard stat(folder.isEmpty ? "/" : folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
                 throw ValidationError("--resume-state \(resumeState): the folder \(folder) does not exist")
