@@ -102,3 +102,31 @@ struct BackendsBadInputTests {
         await transport.shutdownNow()
     }
 }
+
+extension BackendsBadInputTests {
+    @Test("Settings out of range are refused when the transport is made, naming the setting and value", arguments: shipped + ["bsd-loaded"])
+    func configurationOutOfRange(backend: String) throws {
+        let make: (TransportConfiguration) throws -> any Transport = { configuration in
+            if backend == "bsd-loaded" { return try Fixtures.bsdLoaded.get().make(configuration) }
+            return try Backends.registry.makeTransport(named: backend, configuration: configuration)
+        }
+        for (configuration, words) in [
+            (TransportConfiguration(eventLoopCount: 0), ["invalid event loop count 0", "1...1024"]),
+            (TransportConfiguration(eventLoopCount: -3), ["invalid event loop count -3"]),
+            (TransportConfiguration(eventLoopCount: 1_000_000), ["invalid event loop count 1000000"]),
+            (TransportConfiguration(eventLoopCount: 1, reservedDescriptors: -1), ["invalid reservedDescriptors -1"]),
+            (TransportConfiguration(eventLoopCount: 1, stallTimeout: .seconds(-2)), ["invalid stall timeout -2.0 seconds"]),
+        ] {
+            do {
+                let transport = try make(configuration)
+                Issue.record("\(backend) was made with \(configuration)")
+                Task { await transport.shutdownNow() }
+            } catch let error as TransportError {
+                #expect(error.code == .invalidArgument && error.reason == .invalidOption, "\(backend): \(error)")
+                for word in words {
+                    #expect(error.message.contains(word), "\(backend): '\(error.message)' should mention '\(word)'")
+                }
+            }
+        }
+    }
+}
