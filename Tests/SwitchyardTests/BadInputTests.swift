@@ -157,3 +157,57 @@ struct BadInputTests {
         }
     }
 }
+
+extension BadInputTests {
+    /// A transport whose every operation fails: the checks must come before it is used.
+    final class RefusingTransport: Transport {
+        var name: String { "refusing" }
+        func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection { throw TransportError.transportShutdown() }
+        func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener { throw TransportError.transportShutdown() }
+        func shutdown(gracePeriod: Duration) async {}
+        func shutdownNow() async {}
+    }
+
+    @Test("A call's maximum message size out of range is refused by name before any connect or listen", arguments: [-1, Int.min, Int(UInt32.max) + 1])
+    func callOptionsOutOfRange(size: Int) async {
+        let options = CallOptions(maximumMessageSize: size)
+        func check(_ what: String, _ error: any Error) {
+            let error = error as? TransportError
+            #expect(error?.code == .invalidArgument && error?.reason == .invalidOption, "\(what): \(String(describing: error))")
+            #expect(error?.message.contains("invalid maximumMessageSize \(size)") == true, "\(what): \(String(describing: error))")
+        }
+        do {
+            try options.validate()
+            Issue.record("validate accepted \(size)")
+        } catch { check("validate", error) }
+        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
+        do {
+            _ = try await channel.withCall(options: options) { _ in }
+            Issue.record("a call started with \(size)")
+        } catch { check("withCall", error) }
+        do {
+            _ = try await CallServer.start(transport: RefusingTransport(), on: Endpoint(host: "127.0.0.1", port: 0), options: options) { _ in .ok }
+            Issue.record("a call server started with \(size)")
+        } catch { check("CallServer.start", error) }
+        #expect(throws: Never.self) { try CallOptions(maximumMessageSize: 0).validate() }
+    }
+
+    @Test("Transport settings out of range are named by TransportConfiguration.validate()")
+    func configurationOutOfRange() {
+        for (configuration, words) in [
+            (TransportConfiguration(eventLoopCount: 0), "invalid event loop count 0 (1...1024"),
+            (TransportConfiguration(eventLoopCount: 1025), "invalid event loop count 1025"),
+            (TransportConfiguration(reservedDescriptors: -5), "invalid reservedDescriptors -5"),
+            (TransportConfiguration(stallTimeout: .zero), "invalid stall timeout 0.0 seconds"),
+        ] {
+            do {
+                try configuration.validate()
+                Issue.record("\(configuration) was accepted")
+            } catch {
+                #expect(error.code == .invalidArgument && error.reason == .invalidOption && error.message.contains(words), "\(error)")
+            }
+        }
+        #expect(throws: Never.self) { try TransportConfiguration().validate() }
+        #expect(throws: Never.self) { try TransportConfiguration(eventLoopCount: 1024, stallTimeout: .seconds(1), reservedDescriptors: 0).validate() }
+    }
+}
