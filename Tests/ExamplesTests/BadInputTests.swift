@@ -35,6 +35,7 @@ struct ToolBadInputTests {
             Case(arguments: ["--event-loops", "-3"], mentions: ["--event-loops", "-3"]),
             Case(arguments: [], environment: ["SWITCHYARD_BACKEND": "nosuch"], mentions: ["$SWITCHYARD_BACKEND", "'nosuch'", "bsd"]),
             Case(arguments: ["--backend", "nosuch"], environment: ["SWITCHYARD_BACKEND": "bsd"], mentions: ["--backend", "'nosuch'", "bsd"]),
+            Case(arguments: [], environment: ["SWITCHYARD_BACKEND_PATH": "FILE"], mentions: ["$SWITCHYARD_BACKEND_PATH", "FILE", "Not a directory"]),
         ]
     }
 
@@ -46,7 +47,8 @@ struct ToolBadInputTests {
         let work = try TemporaryFolder()
         let names = try work.fixtures()
         let arguments = (prefix + run.arguments).map { names[$0] ?? $0 }
-        let process = try Subprocess(try Products.path(tool), arguments, environment: run.environment)
+        let environment = run.environment.mapValues { names[$0] ?? $0 }
+        let process = try Subprocess(try Products.path(tool), arguments, environment: environment)
         defer { process.killIfRunning() }
         let ending = await process.wait(timeout: .seconds(30))
         #expect(ending == .exit(status), "\(tool) \(run.testDescription): exit \(status) expected, got \(ending)\n\(process.report)", sourceLocation: sourceLocation)
