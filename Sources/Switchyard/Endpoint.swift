@@ -282,7 +282,9 @@ public enum IPAddress {
                     result.append(UInt16(v4[2]) << 8 | UInt16(v4[3]))
                     continue
                 }
-                guard !field.isEmpty, field.utf8.count <= 4, let value = UInt16(field, radix: 16) else { return nil }
+                // Hex digits only: UInt16(_:radix:) alone would take "+1" and "-0".
+                guard !field.isEmpty, field.utf8.count <= 4, field.utf8.allSatisfy(isHexDigit),
+                      let value = UInt16(field, radix: 16) else { return nil }
                 result.append(value)
             }
             return result
@@ -342,12 +344,16 @@ public enum IPAddress {
                 }
                 return "\"\(field)\" is not a group of 1 to 4 hex digits (an IPv4 tail comes last)"
             }
-            if field.utf8.count > 4 || UInt16(field, radix: 16) == nil { return "the group \"\(field)\" is not 1 to 4 hex digits" }
+            if field.utf8.count > 4 || !field.utf8.allSatisfy(isHexDigit) { return "the group \"\(field)\" is not 1 to 4 hex digits" }
         }
         let groups = fields.reduce(0) { $0 + ($1.contains(".") ? 2 : 1) }
         return pieces.count == 2
             ? "it has \(groups) groups besides '::'; at most 7 fit"
             : "it has \(groups) groups; an IPv6 address has 8, or fewer with '::'"
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x66)
     }
 
     /// Formats four bytes as `a.b.c.d`.

@@ -211,3 +211,46 @@ extension BadInputTests {
         #expect(throws: Never.self) { try TransportConfiguration(eventLoopCount: 1024, stallTimeout: .seconds(1), reservedDescriptors: 0).validate() }
     }
 }
+
+extension BadInputTests {
+    @Test("A group with a sign is not hex digits, though UInt16(_:radix:) would read it", arguments: ["::+1", "-0::1", "1:+2:3:4:5:6:7:8"])
+    func signedGroup(host: String) {
+        #expect(IPAddress.parseIPv6(host) == nil)
+        expectInvalidAddress(["invalid IPv6 literal \"\(host)\"", "not 1 to 4 hex digits"]) { () throws(TransportError) in try Endpoint.validate(host: host) }
+    }
+
+    /// Every parser entry, fed 20,000 strings built from the characters that matter to it
+    /// (a fixed seed, so a failure repeats): none traps, and every refusal is
+    /// invalidArgument / invalid address naming the text.
+    @Test("The endpoint and URL parsers refuse any text by name and never trap")
+    func noTrapOnAnyText() {
+        var state: UInt64 = 0x5EED_0F_BAD_1
+        func next() -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state
+        }
+        let alphabet = Array("0123456789abcdefABCDEF:.%[]@/-_+ unix:http://\u{0}é")
+        for _ in 0..<20_000 {
+            let length = Int(next() % 24)
+            let text = String((0..<length).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] })
+            do {
+                _ = try Endpoint(parsing: text)
+            } catch {
+                #expect(error.code == .invalidArgument && error.reason == .invalidAddress, "\(text.debugDescription): \(error)")
+                #expect(error.message.contains(text), "\(text.debugDescription): \(error.message)")
+            }
+            do {
+                try Endpoint.validate(host: text)
+            } catch {
+                #expect(error.code == .invalidArgument && error.reason == .invalidAddress, "\(text.debugDescription): \(error)")
+            }
+            do {
+                _ = try ReachabilityURL(parsing: "http://" + text)
+            } catch {
+                #expect(error.message.contains("http://" + text), "\(text.debugDescription): \(error.message)")
+            }
+        }
+    }
+}
