@@ -165,7 +165,14 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         var host = Substring(host)
         if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = host.dropFirst().dropLast() }
         if host.isEmpty { throw bad("the host is empty") }
-        if IPAddress.parseIPv4(host) != nil || IPAddress.parseIPv6(host) != nil { return }
+        if IPAddress.parseIPv4(host) != nil { return }
+        if let (_, zone) = IPAddress.parseIPv6(host) {
+            // A zone is an interface's name (Linux: 1 to 15 bytes, no '/', no blank) or index.
+            if let zone, zone.utf8.count > 15 || zone.utf8.contains(where: { $0 <= 0x20 || $0 == 0x2f || $0 == 0x7f }) {
+                throw bad("invalid IPv6 zone \"\(zone)\" in \"\(host)\": an interface name is 1 to 15 bytes without '/', spaces or control characters")
+            }
+            return
+        }
         if host.contains(":") || host.contains("%") {
             throw bad("invalid IPv6 literal \"\(host)\": \(IPAddress.ipv6Problem(host))")
         }

@@ -72,6 +72,13 @@ struct BadInputTests {
         expectInvalidAddress(["invalid IPv6 literal \"\(host)\""]) { () throws(TransportError) in _ = try Endpoint(parsing: "[\(host)]:80") }
     }
 
+    @Test("An IPv6 zone that cannot be an interface name is named", arguments: [
+        "fe80::1%eth0/1", "fe80::1%a b", "fe80::1%eth\u{0}0", "fe80::1%" + String(repeating: "i", count: 16),
+    ])
+    func malformedZone(host: String) {
+        expectInvalidAddress(["invalid IPv6 zone", "an interface name is 1 to 15 bytes"]) { () throws(TransportError) in try Endpoint.validate(host: host) }
+    }
+
     @Test("A malformed host name is named, with the character or label at fault", arguments: [
         ("bad host", "a space (U+0020)"), ("bad!", "'!' (U+0021)"), ("tab\there", "a control character (U+0009)"),
         ("a..b", "empty label"), ("trailing.", "empty label"), ("bücher.de", "'ü' (U+00FC)"),
