@@ -44,19 +44,19 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             the interface carrying the default route: wifi, cellular, wired, other, or none.
             """)
 
-    @Option(name: .customLong("debounce-ms"), help: "Milliseconds the tables must be quiet before a burst counts as one change.")
+    @Option(name: .customLong("debounce-ms"), parsing: .unconditional, help: "Milliseconds the tables must be quiet before a burst counts as one change.")
     var debounceMilliseconds = 50
 
-    @Option(help: "Stop after this many changes.")
+    @Option(parsing: .unconditional, help: "Stop after this many changes.")
     var count: Int?
 
-    @Option(help: "Stop after this many seconds.")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds.")
     var duration: Double?
 
     @Option(name: .customLong("reachability-url"), help: "Also follow this site's reachability: an HTTP/1.1 HEAD to http://host[:port]/path (https is not supported yet), printed as 'reachability: STATE' lines.")
     var reachabilityURL: String?
 
-    @Option(name: .customLong("reachability-timeout"), help: "Seconds one reachability probe may take (connect, request and answer).")
+    @Option(name: .customLong("reachability-timeout"), parsing: .unconditional, help: "Seconds one reachability probe may take (connect, request and answer).")
     var reachabilityTimeout: Double = 5
 
     @Option(help: "The backend the reachability probe connects with (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
@@ -81,10 +81,14 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             } catch {
                 throw ValidationError("--reachability-url: \(error.message)")
             }
+        }
+        // The backend is used by the probe only, but a --backend given is checked either
+        // way: a misspelt name is an error, not silently ignored.
+        if reachabilityURL != nil || backend != nil {
             do {
                 _ = try Backends.registry.backend(named: Backends.selectedName(explicit: backend))
             } catch {
-                throw ValidationError("--backend: \(error.message)")
+                throw ValidationError("\(Backends.selectionSource(explicit: backend)): \(error.message)")
             }
         }
     }

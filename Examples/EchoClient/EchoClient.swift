@@ -54,19 +54,19 @@ struct EchoClient: AsyncParsableCommand {
     @Option(help: "The echo server's host.")
     var host = "127.0.0.1"
 
-    @Option(help: "The echo server's port.")
+    @Option(parsing: .unconditional, help: "The echo server's port.")
     var port = 7007
 
     @Option(help: "Connect to this Unix-domain socket path (unix:PATH) instead of --host and --port, for a backend of socket paths such as 'unix'.")
     var path: String?
 
-    @Option(help: "Round trips per connection.")
+    @Option(parsing: .unconditional, help: "Round trips per connection.")
     var count = 1000
 
-    @Option(help: "Bytes per message (1 ... 64 MiB).")
+    @Option(parsing: .unconditional, help: "Bytes per message (1 ... 64 MiB).")
     var size = 64
 
-    @Option(help: "Connections, run at once.")
+    @Option(parsing: .unconditional, help: "Connections, run at once.")
     var concurrency = 1
 
     @Option(help: "What the server echoes: 'raw' bytes, or 'framed' messages of a call (echo-server --mode framed).")
@@ -75,16 +75,16 @@ struct EchoClient: AsyncParsableCommand {
     @Option(name: .customLong("flow-control"), help: "Framed mode only: 'on' asks for each echoed message before it is delivered; 'off' takes messages as they arrive.")
     var flowControl: FlowControlSetting = .off
 
-    @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
+    @Option(name: .customLong("event-loops"), parsing: .unconditional, help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
 
-    @Option(name: .customLong("connect-timeout"), help: "Seconds each connect may take.")
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: "Seconds each connect may take.")
     var connectTimeout = 10.0
 
     @Flag(help: "Framed mode only: follow the network (rtnetlink); when a call fails with unavailable (the network changed, the connection broke or stalled), say so and go on with a new call, for up to --reconnect-timeout seconds per outage.")
     var reconnect = false
 
-    @Option(name: .customLong("reconnect-timeout"), help: "With --reconnect: seconds to keep trying after a failure.")
+    @Option(name: .customLong("reconnect-timeout"), parsing: .unconditional, help: "With --reconnect: seconds to keep trying after a failure.")
     var reconnectTimeout = 30.0
 
     func validate() throws {

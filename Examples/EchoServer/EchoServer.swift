@@ -65,7 +65,7 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "The port to listen on; 0 picks a free one.")
+    @Option(parsing: .unconditional, help: "The port to listen on; 0 picks a free one.")
     var port = 7007
 
     @Option(help: "Listen on this Unix-domain socket path (unix:PATH) instead of --host and --port, for a backend of socket paths such as 'unix'.")
@@ -77,10 +77,10 @@ struct EchoServer: AsyncParsableCommand {
     @Option(name: .customLong("flow-control"), help: "Framed mode only: 'on' asks for one message at a time, the next once the echo is in the kernel; 'off' echoes messages as they arrive.")
     var flowControl: FlowControlSetting = .off
 
-    @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
+    @Option(name: .customLong("event-loops"), parsing: .unconditional, help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
 
-    @Option(name: .customLong("grace-period"), help: "Seconds open connections get to finish at shutdown.")
+    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open connections get to finish at shutdown.")
     var gracePeriod = 2.0
 
     @Option(name: .customLong("suspend-policy"), help: "What SIGTSTP does to open connections: 'close' closes them; 'keep' keeps them open and stops reading them until SIGCONT.")

@@ -79,7 +79,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "The transfer server's host.")
     var host = "127.0.0.1"
 
-    @Option(help: "The transfer server's port.")
+    @Option(parsing: .unconditional, help: "The transfer server's port.")
     var port = 7008
 
     @Option(help: "The transfer's id, which is also the file's name on the server: 1-255 letters, digits, '.', '_', '-', not starting with '.' (default: the resume state's id, else the file's name).")
@@ -88,13 +88,13 @@ struct Send: AsyncParsableCommand {
     @Option(name: .customLong("resume-state"), help: ArgumentHelp("Save the resume state in this file as the transfer goes, and resume from it at start (removed once the file is sent).", valueName: "path"))
     var resumeState: String?
 
-    @Option(name: .customLong("reconnect-timeout"), help: "Seconds to keep trying to resume after a connection broke.")
+    @Option(name: .customLong("reconnect-timeout"), parsing: .unconditional, help: "Seconds to keep trying to resume after a connection broke.")
     var reconnectTimeout = 30.0
 
     @Flag(name: .customLong("follow-network"), help: "Follow the network (rtnetlink): a change of network ends the call at once and the transfer resumes over the new path, instead of waiting for the old connection to fail.")
     var followNetwork = false
 
-    @Option(name: .customLong("stall-timeout"), help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
+    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
     var stallTimeout: Double?
 
     func validate() throws {
@@ -120,7 +120,7 @@ struct Send: AsyncParsableCommand {
         }
         var saved: TransferResumeState?
         if let resumeState {
-            let folder = resumeState.contains("/") ? String(resumeState[..<resumeState.lastIndex(of: "/")!]) : "."
+            let folder = resumeState.lastIndex(of: "/").map { String(resumeState[..<$0]) } ?? "."
             var info = stat()
             guard stat(folder.isEmpty ? "/" : folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
                 throw ValidationError("--resume-state \(resumeState): the folder \(folder) does not exist")

@@ -51,13 +51,13 @@ struct TransferServerCommand: AsyncParsableCommand {
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "The port to listen on; 0 picks a free one.")
+    @Option(parsing: .unconditional, help: "The port to listen on; 0 picks a free one.")
     var port = 7008
 
-    @Option(name: .customLong("event-loops"), help: "Event loop threads (default: one per core).")
+    @Option(name: .customLong("event-loops"), parsing: .unconditional, help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
 
-    @Option(name: .customLong("grace-period"), help: "Seconds open transfers get to finish at shutdown.")
+    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open transfers get to finish at shutdown.")
     var gracePeriod = 2.0
 
     func validate() throws {

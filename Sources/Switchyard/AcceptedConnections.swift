@@ -96,7 +96,7 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
                 let result: (any Connection)?? = state.withLock { state in
                     if let first = state.queue.popFirst() { return .some(first) }
                     if state.finished || Task.isCancelled { return .some(nil) }
-                    precondition(state.waiter == nil, "AcceptedConnections is iterated by two tasks at once")
+                    precondition(state.waiter == nil, "AcceptedConnections is iterated by two tasks at once (a programming error: one task iterates it)")
                     state.waiter = continuation
                     return .none
                 }

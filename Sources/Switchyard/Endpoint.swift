@@ -47,10 +47,18 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The ports an endpoint holds.
+    public static let portRange = 0...65535
+
     /// Makes an endpoint. Brackets around an IPv6 literal are removed.
-    /// - Precondition: `port` is in 0...65535 (use ``init(parsing:)`` for input from users).
+    /// - Precondition: `port` is in 0...65535. A port out of range here is the program's
+    ///   own mistake, never its input's: check values from users, files or the network
+    ///   with ``checked(host:port:)``, ``validate(port:)`` or ``init(parsing:)``, which
+    ///   throw instead.
     public init(host: String, port: Int) {
-        precondition((0...65535).contains(port), "port \(port) is out of range 0...65535")
+        precondition(
+            Endpoint.portRange.contains(port),
+            "Endpoint(host:port:) was given port \(port), outside 0...65535: a programming error (check input with Endpoint.checked(host:port:) or Endpoint.validate(port:))")
         var host = host
         if host.hasPrefix("["), host.hasSuffix("]") {
             host = String(host.dropFirst().dropLast())
@@ -98,24 +106,111 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
             portPart = text[text.index(after: colon)...]
             if hostPart.contains(":") { throw bad("an IPv6 literal needs brackets: [addr]:port") }
         }
-        guard let port = Int(portPart), (0...65535).contains(port) else { throw bad("port must be 0...65535") }
-        try Endpoint.validate(host: String(hostPart))
+        if portPart.isEmpty { throw bad("the port after ':' is missing") }
+        let port: Int
+        do {
+            port = try Endpoint.port(parsing: portPart)
+            try Endpoint.validate(host: String(hostPart))
+        } catch {
+            throw bad(error.message)
+        }
         self.init(host: String(hostPart), port: port)
     }
 
-    /// Checks that a host is a literal or a syntactically valid host name.
+    /// Makes an endpoint from values that came from outside the program (a flag, a
+    /// configuration file, a message): the host is checked as ``validate(host:)`` does
+    /// and the port as ``validate(port:)`` does. Brackets around an IPv6 literal are
+    /// removed, as ``init(host:port:)`` does.
+    /// - Throws: `invalidArgument`, reason `invalid address`, naming the value at fault:
+    ///   `invalid port "70000" (0...65535)`, `invalid IPv4 literal "1.2.3.256" ...`.
+    public static func checked(host: String, port: Int) throws(TransportError) -> Endpoint {
+        try validate(port: port)
+        try validate(host: host)
+        return Endpoint(host: host, port: port)
+    }
+
+    /// Checks that `port` is a TCP port, 0...65535.
+    /// - Throws: `invalidArgument`, reason `invalid address`: `invalid port "70000" (0...65535)`.
+    public static func validate(port: Int) throws(TransportError) {
+        guard portRange.contains(port) else { throw invalidPort("\(port)") }
+    }
+
+    /// A port written in decimal digits, 0...65535.
+    /// - Throws: `invalidArgument`, reason `invalid address`, naming the text.
+    static func port(parsing text: Substring) throws(TransportError) -> Int {
+        guard !text.isEmpty, text.utf8.count <= 5, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let port = Int(text), portRange.contains(port)
+        else { throw invalidPort(String(text)) }
+        return port
+    }
+
+    private static func invalidPort(_ text: String) -> TransportError {
+        TransportError(
+            code: .invalidArgument, reason: .invalidAddress,
+            message: "invalid port \"\(text)\" (\(portRange.lowerBound)...\(portRange.upperBound))")
+    }
+
+    /// Checks that a host is a literal or a syntactically valid host name: an IPv4
+    /// literal (`a.b.c.d`), an IPv6 literal (brackets allowed; a zone after `%`), or a name
+    /// of dot-separated labels of letters, digits, `-` and `_`, at most 63 bytes each and
+    /// 253 in all, whose last label is not all digits (that is a malformed IPv4 literal,
+    /// never a name, as RFC 3696 section 2 says of top-level domains).
+    /// - Throws: `invalidArgument`, reason `invalid address`, naming the host and what is
+    ///   wrong with it: `invalid IPv4 literal "1.2.3.256": ...`, `invalid IPv6 literal
+    ///   "fe80::1%": the zone after '%' is empty`, `invalid host name "bad host": ...`.
     public static func validate(host: String) throws(TransportError) {
-        if host.isEmpty || host.utf8.count > 253 {
-            throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "host '\(host)' is empty or too long")
+        func bad(_ why: String) -> TransportError {
+            TransportError(code: .invalidArgument, reason: .invalidAddress, message: why)
         }
-        if IPAddress.parseIPv4(host) != nil || IPAddress.parseIPv6(host) != nil { return }
-        for label in host.split(separator: ".", omittingEmptySubsequences: false) {
-            let ok = !label.isEmpty && label.utf8.count <= 63
-                && label.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7a) || $0 == 0x2d || $0 == 0x5f }
-            if !ok {
-                throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'\(host)' is neither an IP literal nor a host name")
+        var host = Substring(host)
+        if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = host.dropFirst().dropLast() }
+        if host.isEmpty { throw bad("the host is empty") }
+        if IPAddress.parseIPv4(host) != nil { return }
+        if let (_, zone) = IPAddress.parseIPv6(host) {
+            // A zone is an interface's name (Linux: 1 to 15 bytes, no '/', no blank) or index.
+            if let zone, zone.utf8.count > 15 || zone.utf8.contains(where: { $0 <= 0x20 || $0 == 0x2f || $0 == 0x7f }) {
+                throw bad("invalid IPv6 zone \"\(zone)\" in \"\(host)\": an interface name is 1 to 15 bytes without '/', spaces or control characters")
+            }
+            return
+        }
+        if host.contains(":") || host.contains("%") {
+            throw bad("invalid IPv6 literal \"\(host)\": \(IPAddress.ipv6Problem(host))")
+        }
+        if host.utf8.count > 253 {
+            throw bad("invalid host name \"\(host.prefix(40))...\": it is \(host.utf8.count) bytes long; a host name is at most 253")
+        }
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        if let last = labels.last, !last.isEmpty, last.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            throw bad("invalid IPv4 literal \"\(host)\": \(IPAddress.ipv4Problem(host))")
+        }
+        for label in labels {
+            if label.isEmpty {
+                throw bad("invalid host name \"\(host)\": it has an empty label (a dot at an end, or two in a row)")
+            }
+            if label.utf8.count > 63 {
+                throw bad("invalid host name \"\(host)\": the label \"\(label.prefix(20))...\" is \(label.utf8.count) bytes long; a label is at most 63")
+            }
+            if let wrong = label.unicodeScalars.first(where: { !Endpoint.isHostNameScalar($0) }) {
+                throw bad("invalid host name \"\(host)\": it holds \(Endpoint.describe(wrong)); a host name holds letters, digits, '-', '_' and dots")
             }
         }
+    }
+
+    private static func isHostNameScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x30...0x39, 0x41...0x5a, 0x61...0x7a, 0x2d, 0x5f: true
+        default: false
+        }
+    }
+
+    /// A character as an error message shows it: `'!'`, or `U+0020 (a space)` for what
+    /// does not print.
+    private static func describe(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        if scalar.value == 0x20 { return "a space (\(code))" }
+        if scalar.value < 0x20 || scalar.value == 0x7f { return "a control character (\(code))" }
+        return "'\(Character(scalar))' (\(code))"
     }
 
     /// Checks that `path` fits a Unix-domain socket address: not empty, no NUL byte, at
@@ -171,8 +266,9 @@ public enum IPAddress {
         var address = Substring(text)
         var zone: String?
         if let percent = address.firstIndex(of: "%") {
-            zone = String(address[address.index(after: percent)...])
-            if zone!.isEmpty { return nil }
+            let text = String(address[address.index(after: percent)...])
+            if text.isEmpty { return nil }
+            zone = text
             address = address[..<percent]
         }
         guard address.contains(":") else { return nil }
@@ -193,7 +289,9 @@ public enum IPAddress {
                     result.append(UInt16(v4[2]) << 8 | UInt16(v4[3]))
                     continue
                 }
-                guard !field.isEmpty, field.utf8.count <= 4, let value = UInt16(field, radix: 16) else { return nil }
+                // Hex digits only: UInt16(_:radix:) alone would take "+1" and "-0".
+                guard !field.isEmpty, field.utf8.count <= 4, field.utf8.allSatisfy(isHexDigit),
+                      let value = UInt16(field, radix: 16) else { return nil }
                 result.append(value)
             }
             return result
@@ -217,6 +315,54 @@ public enum IPAddress {
         return (bytes, zone)
     }
 
+    /// What is wrong with `text` as an IPv4 literal (for an error message; call it only
+    /// when ``parseIPv4(_:)`` returned nil).
+    public static func ipv4Problem(_ text: some StringProtocol) -> String {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        for part in parts {
+            if part.isEmpty { return "it has an empty part; an IPv4 literal is four decimal numbers 0...255 (a.b.c.d)" }
+            if !part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) { return "the part \"\(part)\" is not a decimal number" }
+            if part.utf8.count > 1 && part.utf8.first == 0x30 { return "the part \"\(part)\" has a leading zero (it would read as octal elsewhere)" }
+            if part.utf8.count > 3 || Int(part).map({ $0 > 255 }) ?? true { return "the part \"\(part)\" is over 255" }
+        }
+        return "it has \(parts.count) part\(parts.count == 1 ? "" : "s"); an IPv4 literal is four decimal numbers 0...255 (a.b.c.d)"
+    }
+
+    /// What is wrong with `text` as an IPv6 literal (for an error message; call it only
+    /// when ``parseIPv6(_:)`` returned nil).
+    public static func ipv6Problem(_ text: some StringProtocol) -> String {
+        var address = Substring(text)
+        if let percent = address.firstIndex(of: "%") {
+            if address[address.index(after: percent)...].isEmpty { return "the zone after '%' is empty" }
+            address = address[..<percent]
+        }
+        if address.isEmpty { return "there is no address before the zone" }
+        if !address.contains(":") { return "an IPv6 literal has groups separated by ':'" }
+        let pieces = address.components(separatedByDoubleColon: ())
+        if pieces.count > 2 { return "'::' appears more than once" }
+        let perPiece = pieces.map { $0.isEmpty ? [] : $0.split(separator: ":", omittingEmptySubsequences: false) }
+        let fields = perPiece.flatMap { $0 }
+        for (index, field) in fields.enumerated() {
+            if field.isEmpty { return "it has an empty group (a single ':' at an end, or ':::')" }
+            if field.contains(".") {
+                if index == fields.count - 1, perPiece.last?.isEmpty == false {
+                    if parseIPv4(field) == nil { return "the IPv4 tail \"\(field)\" is malformed: \(ipv4Problem(field))" }
+                    continue
+                }
+                return "\"\(field)\" is not a group of 1 to 4 hex digits (an IPv4 tail comes last)"
+            }
+            if field.utf8.count > 4 || !field.utf8.allSatisfy(isHexDigit) { return "the group \"\(field)\" is not 1 to 4 hex digits" }
+        }
+        let groups = fields.reduce(0) { $0 + ($1.contains(".") ? 2 : 1) }
+        return pieces.count == 2
+            ? "it has \(groups) groups besides '::'; at most 7 fit"
+            : "it has \(groups) groups; an IPv6 address has 8, or fewer with '::'"
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x66)
+    }
+
     /// Formats four bytes as `a.b.c.d`.
     public static func formatIPv4(_ bytes: some Collection<UInt8>) -> String {
         bytes.map { String($0) }.joined(separator: ".")
@@ -225,7 +371,9 @@ public enum IPAddress {
     /// Formats sixteen bytes in the RFC 5952 form (lower case, longest zero run as `::`).
     public static func formatIPv6(_ bytes: some Collection<UInt8>) -> String {
         let b = Array(bytes)
-        precondition(b.count == 16)
+        // Programmer misuse only: every caller passes the 16 bytes of a parsed literal or
+        // of a sockaddr_in6, never bytes from input.
+        precondition(b.count == 16, "IPAddress.formatIPv6 needs 16 bytes, was given \(b.count): a programming error")
         var words: [UInt16] = []
         for i in stride(from: 0, to: 16, by: 2) { words.append(UInt16(b[i]) << 8 | UInt16(b[i + 1])) }
         // IPv4-mapped addresses keep their dotted tail.

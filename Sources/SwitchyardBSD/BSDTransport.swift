@@ -30,9 +30,12 @@ public final class BSDTransport: LifecycleTransport {
     private let stall: StallMonitors?
 
     /// Starts the transport's event loops.
-    /// - Throws: `invalidArgument` for a stall timeout that is not positive; a
-    ///   ``TransportError`` when a loop or its thread cannot be made.
+    /// - Throws: `invalidArgument`/`invalid option` for settings out of range
+    ///   (``TransportConfiguration/validate()``, ``StallSettings/of(_:)``: a stall timeout
+    ///   that is not positive or over 3 days); a ``TransportError`` when a loop or its
+    ///   thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        try configuration.validate()
         let settings = try StallSettings.of(configuration)
         // Before the loop threads exist: with fewer threads sharing the table, growing it
         // waits for fewer (or no) RCU grace periods.

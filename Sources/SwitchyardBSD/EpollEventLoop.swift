@@ -154,7 +154,11 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
             do {
                 count = try Posix.epollWait(epfd, events, capacity: capacity, timeoutMilliseconds: timeout)
             } catch {
-                fatalError("epoll_wait failed on loop \(index): \(error)")
+                // No input reaches this: epoll_wait on the loop's own epoll descriptor
+                // fails only with EBADF or EINVAL (someone else in the process closed or
+                // reused that descriptor: a programming error) or EFAULT (a bug here);
+                // EINTR is retried by Posix.epollWait. A loop that cannot wait can only spin.
+                fatalError("epoll_wait failed on loop \(index): \(error) (the loop's epoll descriptor was closed or replaced underneath it: a programming error)")
             }
             for i in 0..<count {
                 let event = events[i]
@@ -187,6 +191,9 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
         let remaining = ContinuousClock.now.duration(to: first.deadline)
         if remaining <= .zero { return 0 }
         let (seconds, attoseconds) = remaining.components
+        // Capped before the multiplication: a timer may be set centuries ahead (a connect
+        // timeout of `.seconds(Int64.max)` means "never"), and seconds * 1000 would overflow.
+        if seconds >= 60 { return 60_000 }
         let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return CInt(min(milliseconds, 60_000))
     }
@@ -214,7 +221,7 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
     /// Stops the loop after the work queued before this call, and waits for its thread.
     /// Call from outside the loop. Idempotent.
     func stopAndJoin() {
-        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread: it would wait for itself (a programming error)")
         guard let thread else { return }
         self.thread = nil
         execute { [self] in running = false }

@@ -16,14 +16,28 @@ public enum NameResolution {
     /// was given to connect to or listen on: a host and port, the host a literal or a
     /// well-formed name. Call it first in `connect(to:)` and `listen(on:)`.
     /// - Throws: `invalidArgument`/`invalid address`, naming the endpoint, for a path
-    ///   endpoint or a malformed host.
+    ///   endpoint, a malformed host, or a port outside 0...65535.
     public static func checkHostAndPort(_ endpoint: Endpoint) throws(TransportError) {
         if endpoint.path != nil {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidAddress,
                 message: "\(endpoint) is a Unix-domain socket path; this backend connects and listens on a host and port")
         }
+        try checkPort(endpoint)
         try Endpoint.validate(host: endpoint.host)
+    }
+
+    /// Checks the port of a host-and-port endpoint: ``Endpoint/port`` is a `var`, so a
+    /// program can set it outside 0...65535 after ``Endpoint/init(host:port:)`` checked it.
+    /// - Throws: `invalidArgument`/`invalid address`: `invalid port "70000" (0...65535) in host:70000`.
+    public static func checkPort(_ endpoint: Endpoint) throws(TransportError) {
+        do {
+            try Endpoint.validate(port: endpoint.port)
+        } catch {
+            var error = error
+            error.message += " in \(endpoint)"
+            throw error
+        }
     }
 
     /// Throws `unavailable`/`name resolution` for a name that must never resolve.

@@ -22,11 +22,12 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The address of an endpoint whose host is an IP literal; nil for a host name.
-    /// - Throws: `invalidArgument` for an IPv6 zone that names no interface, and
-    ///   `invalidArgument`/`invalid address` for a path endpoint (see
-    ///   ``NameResolution/checkHostAndPort(_:)``).
+    /// - Throws: `invalidArgument`/`invalid address` for an IPv6 zone that names no
+    ///   interface, a port outside 0...65535 (``Endpoint/port`` is a `var`: a program may
+    ///   have set it so), and a path endpoint (see ``NameResolution/checkHostAndPort(_:)``).
     public init?(literal endpoint: Endpoint) throws(TransportError) {
         if endpoint.path != nil { try NameResolution.checkHostAndPort(endpoint) }
+        try NameResolution.checkPort(endpoint)
         var storage = sockaddr_storage()
         if let v4 = IPAddress.parseIPv4(endpoint.host) {
             var address = sockaddr_in()
@@ -44,7 +45,9 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
                 let index = if_nametoindex(zone)
                 if index == 0 {
                     if let numeric = UInt32(zone) { address.sin6_scope_id = numeric } else {
-                        throw TransportError(code: .invalidArgument, reason: .invalidAddress, message: "no interface named '\(zone)' for \(endpoint)")
+                        throw TransportError(
+                            code: .invalidArgument, reason: .invalidAddress,
+                            message: "invalid IPv6 zone \"\(zone)\" in \(endpoint): no interface has that name (a zone is an interface's name or index)")
                     }
                 } else {
                     address.sin6_scope_id = index

@@ -25,30 +25,36 @@ public struct StallSettings: Sendable, Hashable {
     /// `TCP_USER_TIMEOUT`, milliseconds.
     public let userTimeoutMilliseconds: UInt32
 
+    /// The longest stall timeout: 3 days. The kernel takes a keepalive interval of at
+    /// most 32,767 s, and nine probes of that interval cover 3.4 days; a longer timeout
+    /// would fail every connect with `EINVAL` from `setsockopt`.
+    public static let maximumTimeout = Duration.seconds(3 * 86_400)
+
     /// The settings `configuration` asks for: nil without a stall timeout.
-    /// - Throws: `invalidArgument`, reason `invalid option`, for a stall timeout that is
-    ///   not positive.
+    /// - Throws: `invalidArgument`, reason `invalid option`, naming the value, for a stall
+    ///   timeout that is not positive or is over ``maximumTimeout``.
     public static func of(_ configuration: TransportConfiguration) throws(TransportError) -> StallSettings? {
         guard let timeout = configuration.stallTimeout else { return nil }
-        guard timeout > .zero else {
+        guard timeout > .zero, timeout <= maximumTimeout else {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,
-                message: "the stall timeout must be positive, not \(timeout)")
+                message: "invalid stall timeout \(timeout): it must be positive and at most \(maximumTimeout) (3 days)")
         }
         return StallSettings(timeout: timeout)
     }
 
-    /// Settings for `timeout`, which must be positive.
+    /// Settings for `timeout`, which must be positive (longer than ``maximumTimeout`` is
+    /// clamped to it).
     public init(timeout: Duration) {
         self.timeout = timeout
-        let total = max(2, Self.wholeSeconds(timeout))
+        let total = max(2, Self.wholeSeconds(min(timeout, Self.maximumTimeout)))
         let idle: Int64 = 1
         let remaining = total - idle
         let interval = max(1, (remaining + 8) / 9)  // at most nine probes
         keepaliveIdle = CInt(idle)
         keepaliveInterval = CInt(clamping: interval)
         keepaliveCount = CInt(clamping: max(1, remaining / interval))
-        userTimeoutMilliseconds = Self.milliseconds(timeout)
+        userTimeoutMilliseconds = Self.milliseconds(min(timeout, Self.maximumTimeout))
     }
 
     /// Applies keepalive and `TCP_USER_TIMEOUT` to a connected socket.
@@ -57,9 +63,11 @@ public struct StallSettings: Sendable, Hashable {
         try Posix.setUserTimeout(fd, milliseconds: userTimeoutMilliseconds)
     }
 
-    /// `duration` in milliseconds, rounded up, at least 1.
+    /// `duration` in milliseconds, rounded up, at least 1, at most `UInt32.max` (a
+    /// duration of centuries, such as a connect timeout meant as "never", clamps to it).
     public static func milliseconds(_ duration: Duration) -> UInt32 {
         let (seconds, attoseconds) = duration.components
+        if seconds >= Int64(UInt32.max / 1000) { return UInt32.max }
         let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return UInt32(clamping: max(1, ms))
     }

@@ -39,11 +39,31 @@ public enum Backends {
         return BackendRegistry.selectName(explicit: explicit, environment: environment, default: defaultName)
     }
 
+    /// Where ``selectedName(explicit:)`` took the name from, for error messages:
+    /// `--backend` for `explicit`, `$SWITCHYARD_BACKEND` for the environment, else
+    /// `the default`.
+    public static func selectionSource(explicit: String? = nil) -> String {
+        if let explicit, !explicit.isEmpty { return "--backend" }
+        if let value = getenv(BackendRegistry.environmentVariable), value.pointee != 0 {
+            return "$\(BackendRegistry.environmentVariable)"
+        }
+        return "the default"
+    }
+
     /// Makes the chosen backend's transport.
     /// - Throws: `invalidArgument`/`unknown backend`, listing the registered backends,
-    ///   when the name is not registered.
+    ///   when the name is not registered (saying so when the name came from
+    ///   `SWITCHYARD_BACKEND`).
     public static func makeTransport(named explicit: String? = nil, configuration: TransportConfiguration = TransportConfiguration()) throws -> any Transport {
-        try registry.makeTransport(named: selectedName(explicit: explicit), configuration: configuration)
+        let backend: TransportBackend
+        do {
+            backend = try registry.backend(named: selectedName(explicit: explicit))
+        } catch {
+            var error = error
+            if selectionSource(explicit: explicit) != "--backend" { error.message = "\(selectionSource(explicit: explicit)): \(error.message)" }
+            throw error
+        }
+        return try backend.make(configuration)
     }
 
     /// The environment variable that lists folders of backend libraries, colon-separated.
@@ -101,7 +121,8 @@ public enum Backends {
     /// What a tool checks before it starts: loads the backend libraries (`--backend-library`
     /// files, then `SWITCHYARD_BACKEND_PATH`) and checks that the backend `explicit` (else
     /// `SWITCHYARD_BACKEND`, else ``defaultName``) is registered.
-    /// - Throws: the failure, its message saying which option or variable it came from.
+    /// - Throws: the failure, its message saying which option or variable it came from
+    ///   (`--backend: unknown backend 'x'; ...` or `$SWITCHYARD_BACKEND: unknown backend 'x'; ...`).
     public static func checkSelection(explicit: String?, libraries: [String]) throws(TransportError) {
         do {
             try loadLibraries(libraries)
@@ -114,7 +135,7 @@ public enum Backends {
             _ = try registry.backend(named: selectedName(explicit: explicit))
         } catch {
             var error = error
-            error.message = "--backend: \(error.message)"
+            error.message = "\(selectionSource(explicit: explicit)): \(error.message)"
             throw error
         }
     }

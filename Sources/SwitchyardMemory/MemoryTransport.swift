@@ -70,8 +70,11 @@ public final class MemoryTransport: LifecycleTransport {
     private let lifecycle: TransportLifecycle<WorkerEventLoop>
 
     /// Starts the transport's event loops.
-    /// - Throws: a ``TransportError`` if a loop cannot be started.
+    /// - Throws: `invalidArgument`/`invalid option` for settings out of range
+    ///   (``TransportConfiguration/validate()``); a ``TransportError`` if a loop cannot be
+    ///   started.
     public init(configuration: TransportConfiguration = .init()) throws {
+        try configuration.validate()
         lifecycle = TransportLifecycle(
             group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"))
     }

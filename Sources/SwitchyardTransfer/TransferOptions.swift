@@ -27,7 +27,9 @@ public struct TransferOptions: Sendable {
         reconnectTimeout: Duration = .seconds(30), retryDelay: Duration = .milliseconds(50),
         maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil
     ) {
-        precondition(chunkSize > 0 && window >= 2 && window <= Int(UInt32.max) && maximumAttempts > 0)
+        precondition(
+            chunkSize > 0 && window >= 2 && window <= Int(UInt32.max) && maximumAttempts > 0,
+            "TransferOptions: chunkSize \(chunkSize) (> 0), window \(window) (2...UInt32.max), maximumAttempts \(maximumAttempts) (> 0) out of range (a programming error)")
         self.chunkSize = chunkSize
         self.window = window
         self.maximumAttempts = maximumAttempts

@@ -10,7 +10,9 @@ public struct TransferServerOptions: Sendable {
     public var maximumChunkSize: Int
 
     public init(ackInterval: Int = 1 << 20, maximumChunkSize: Int = 1 << 20) {
-        precondition(ackInterval > 0 && maximumChunkSize > 0)
+        precondition(
+            ackInterval > 0 && maximumChunkSize > 0,
+            "TransferServerOptions: ackInterval \(ackInterval) and maximumChunkSize \(maximumChunkSize) must be > 0 (a programming error)")
         self.ackInterval = ackInterval
         self.maximumChunkSize = maximumChunkSize
     }

@@ -250,7 +250,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// Stops the loop after the work queued before this call, waits for its thread, and
     /// frees the loop. Call from outside the loop. Idempotent.
     func stopAndJoin() {
-        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread: it would wait for itself (a programming error)")
         guard let thread, !joined else { return }
         joined = true
         if !submit({ [self] in beginStop() }) {

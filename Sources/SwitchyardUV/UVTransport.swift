@@ -56,9 +56,12 @@ public final class UVTransport: LifecycleTransport {
 
     /// Starts the transport's event loops, with the configuration's stall timeout (or
     /// the kernel's stall defaults when it has none).
-    /// - Throws: ``TransportError`` when a loop or its thread cannot be made, or the stall
-    ///   timeout is not positive.
+    /// - Throws: ``TransportError`` when a loop or its thread cannot be made;
+    ///   `invalidArgument`/`invalid option` for settings out of range
+    ///   (``TransportConfiguration/validate()``, ``StallSettings/of(_:)``: a stall timeout
+    ///   that is not positive or over 3 days).
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        try configuration.validate()
         let stall = try StallSettings.of(configuration)
         _ = UVProcess.prepared
         self.configuration = configuration

@@ -40,7 +40,8 @@ struct ConformanceCommand: ParsableCommand {
         valueName: "client:server"))
     var pairs: [String] = []
 
-    @Option(name: .customLong("scenario"), help: ArgumentHelp(
+    // Unconditional: `--scenario -3` is a bad selector to name, not a missing value.
+    @Option(name: .customLong("scenario"), parsing: .unconditionalSingleValue, help: ArgumentHelp(
         "A scenario to run (repeatable): its number (8), a range (30-35), its name, or a part of names (every scenario whose name contains it). Default: all.",
         valueName: "n|n-m|name"))
     var scenarios: [String] = []

@@ -181,7 +181,7 @@ public final class Call: @unchecked Sendable {
 
     /// Client: no more messages will be sent (a TCP half-close after queued messages).
     public func finishSending(completion: WriteCompletion? = nil) {
-        precondition(role == .client, "finishSending() is for client calls; a server ends with finish(_:)")
+        precondition(role == .client, "finishSending() is for client calls; a server ends with finish(_:) (a programming error)")
         onLoop {
             guard !self.ended, !self.sentEnd else {
                 completion?(self.endedError(sending: true))
@@ -199,7 +199,7 @@ public final class Call: @unchecked Sendable {
     /// Server: ends the call with `status` (a trailer frame, then a half-close). The
     /// handler's `didClose` runs with `status` once it is in the kernel.
     public func finish(_ status: CallStatus = .ok, completion: WriteCompletion? = nil) {
-        precondition(role == .server, "finish(_:) is for server calls; a client ends with finishSending()")
+        precondition(role == .server, "finish(_:) is for server calls; a client ends with finishSending() (a programming error)")
         onLoop {
             guard !self.ended, !self.sentEnd else {
                 completion?(self.endedError(sending: true))
@@ -221,7 +221,7 @@ public final class Call: @unchecked Sendable {
 
     /// Asks for `count` more messages (flow control on); requests stack.
     public func receiveNextMessages(_ count: Int) {
-        precondition(count >= 0, "receiveNextMessages needs a count >= 0")
+        precondition(count >= 0, "receiveNextMessages was given \(count): it needs a count >= 0 (a programming error)")
         guard eventLoop.inEventLoop else {
             eventLoop.execute { self.receiveNextMessages(count) }
             return
@@ -418,7 +418,8 @@ public final class Call: @unchecked Sendable {
                 stashInput()
                 do {
                     _ = try decoder.next()
-                    preconditionFailure("the frame decoder accepted a frame it had called invalid")
+                    // Unreachable by input: `.invalid` means next() throws for these very bytes.
+                    preconditionFailure("the frame decoder accepted a frame it had called invalid (a bug in FrameDecoder)")
                 } catch {
                     end(CallStatus(error: error), closeConnection: true)
                 }

@@ -13,6 +13,7 @@ extension CallServer {
         lifecycle: Lifecycle, policy: SuspendPolicy,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
+        try options.validate()
         let listener = try await lifecycle.listen(on: endpoint, using: transport)
         let server = CallServer(listener: listener, options: options, makeHandler: makeHandler)
         lifecycle.add(CallServerParticipant(server, policy: policy, listener: listener))

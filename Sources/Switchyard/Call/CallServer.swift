@@ -30,6 +30,7 @@ public final class CallServer: Sendable {
         transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
+        try options.validate()
         let listener = try await transport.listen(on: endpoint)
         return CallServer(listener: listener, options: options, makeHandler: makeHandler)
     }

@@ -36,14 +36,16 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .internal, reason: .protocolViolation, message: "malformed status frame: \(why)")
         }
-        guard payload.count >= 2 else { throw bad("\(payload.count) bytes") }
+        guard payload.count >= 2 else { throw bad("\(payload.count) byte\(payload.count == 1 ? "" : "s"); a status has at least 2") }
         if payload[0] == 0 {
             self = .ok
             return
         }
         guard let code = TransportError.Code(wireValue: payload[0]) else { throw bad("unknown code \(payload[0])") }
         let reasonLength = Int(payload[1])
-        guard payload.count >= 2 + reasonLength else { throw bad("reason runs past the frame") }
+        guard payload.count >= 2 + reasonLength else {
+            throw bad("the reason's length \(reasonLength) runs past the frame's \(payload.count) bytes")
+        }
         guard let reason = String(validating: payload[2..<(2 + reasonLength)], as: UTF8.self) else {
             throw bad("the reason is not UTF-8")
         }

@@ -65,8 +65,10 @@ public final class Channel: Sendable {
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
-    ///   registered with is suspended.
+    ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
+    ///   of range (``CallOptions/validate()``), before any connect.
     public func startCall(options: CallOptions = CallOptions(), handler: any CallHandler) async throws -> Call {
+        try options.validate()
         try checkOpen()
         try suspension.check()
         if let monitor, monitor.current.category == .none {

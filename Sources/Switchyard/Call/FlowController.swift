@@ -39,11 +39,12 @@ public struct ManualFlowController: FlowController {
     public var reportsWrites: Bool { true }
     public var mayDeliver: Bool { demand > 0 }
     public mutating func didDeliver(bytes: Int) {
-        precondition(demand > 0, "a message was delivered that nobody asked for")
+        // Programmer misuse only: the call delivers only when `mayDeliver` says so.
+        precondition(demand > 0, "a message was delivered that nobody asked for (a bug in the caller of didDeliver)")
         demand -= 1
     }
     public mutating func request(_ count: Int) {
-        precondition(count >= 0, "a negative number of messages was requested")
+        precondition(count >= 0, "request(_:) was given \(count): a negative number of messages (a programming error)")
         demand = demand.addingReportingOverflow(count).overflow ? .max : demand + count
     }
 }
@@ -57,7 +58,7 @@ public struct ByteWindowFlowController: FlowController {
     /// Bytes delivered and not yet consumed.
     public private(set) var outstanding = 0
     public init(window: Int) {
-        precondition(window > 0)
+        precondition(window > 0, "ByteWindowFlowController(window:) was given \(window): the window is 1 byte or more (a programming error; check a configured value before passing it)")
         self.window = window
     }
     public var reportsWrites: Bool { true }

@@ -31,7 +31,9 @@ public enum Frame {
 
     /// Runs `body` with the prefix of a frame of `kind` carrying `count` payload bytes.
     static func withHeader<R>(_ kind: Kind, count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB")
+        // Programmer misuse only: the program sends its own messages; one over 4 GiB is
+        // over any peer's maximum message size, and received frames never come here.
+        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB; this one has \(count) bytes (a programming error)")
         let header = (
             kind.rawValue, UInt8(truncatingIfNeeded: count >> 24), UInt8(truncatingIfNeeded: count >> 16),
             UInt8(truncatingIfNeeded: count >> 8), UInt8(truncatingIfNeeded: count))
@@ -42,7 +44,8 @@ public enum Frame {
     /// copy), ready for one write.
     public static func encode(_ kind: Kind, payload: some Collection<UInt8>) -> [UInt8] {
         let count = payload.count
-        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB")
+        // Programmer misuse only, as in withHeader.
+        precondition(count <= Int(UInt32.max), "a frame payload is at most 4 GiB; this one has \(count) bytes (a programming error)")
         var frame = [UInt8]()
         frame.reserveCapacity(headerSize + count)
         frame.append(kind.rawValue)
@@ -120,7 +123,9 @@ public struct FrameDecoder: Sendable {
     }
 
     public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize) {
-        precondition(maximumMessageSize >= 0)
+        precondition(
+            maximumMessageSize >= 0,
+            "FrameDecoder(maximumMessageSize:) was given \(maximumMessageSize): a size is 0 or more (a programming error; check a configured CallOptions.maximumMessageSize first)")
         self.maximumMessageSize = maximumMessageSize
     }
 
@@ -319,7 +324,8 @@ public struct FrameDecoder: Sendable {
     /// The payload of the whole frame at the front of `bytes`, and the frame's size.
     static func payload(in bytes: UnsafeRawBufferPointer) -> (payload: [UInt8], frameSize: Int) {
         let length = payloadLength(in: bytes)
-        precondition(Frame.headerSize + length <= bytes.count, "no whole frame")
+        // Internal invariant: called only after `pending` found a whole frame here.
+        precondition(Frame.headerSize + length <= bytes.count, "no whole frame (a bug in FrameDecoder)")
         return (Array(UnsafeRawBufferPointer(rebasing: bytes[Frame.headerSize..<(Frame.headerSize + length)])), Frame.headerSize + length)
     }
 
@@ -327,7 +333,8 @@ public struct FrameDecoder: Sendable {
     /// returns its payload: the one copy a received message costs.
     mutating func takePayload() -> [UInt8] {
         if payloadLength != 0 {
-            precondition(payload.count == payloadLength, "no whole frame")
+            // Internal invariant: called only after `pending` found the payload whole.
+            precondition(payload.count == payloadLength, "no whole frame (a bug in FrameDecoder)")
             var whole: [UInt8] = []
             swap(&whole, &payload)
             recycled = whole

@@ -127,7 +127,7 @@ public final class Lifecycle: Sendable {
 
     /// A lifecycle, active, whose suspends give background work up to `gracePeriod`.
     public init(gracePeriod: Duration = .seconds(5)) {
-        precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative")
+        precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative, was given \(gracePeriod) (a programming error)")
         self.gracePeriod = gracePeriod
     }
 

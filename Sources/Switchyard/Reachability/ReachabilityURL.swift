@@ -67,7 +67,7 @@ public struct ReachabilityURL: Sendable, Hashable, CustomStringConvertible {
         if let portText {
             guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let value = Int(portText), (1...65535).contains(value)
-            else { throw bad("the port must be 1...65535") }
+            else { throw bad(portText.isEmpty ? "the port after ':' is missing" : "invalid port \"\(portText)\" (1...65535)") }
             port = value
         }
         self.host = String(host)

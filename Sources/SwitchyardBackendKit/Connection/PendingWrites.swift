@@ -46,7 +46,10 @@ public struct PendingWrites {
 
     /// Queues `bytes[offset...]`; `completion` runs once every byte of it went.
     public mutating func append(_ bytes: [UInt8], offset: Int = 0, completion: WriteCompletion?) {
-        precondition(offset >= 0 && offset <= bytes.count, "a pending write's offset lies outside its bytes")
+        // Programmer misuse only: the offset is what the backend itself wrote of `bytes`.
+        precondition(
+            offset >= 0 && offset <= bytes.count,
+            "a pending write's offset \(offset) lies outside its \(bytes.count) bytes (a bug in the backend)")
         entries.append(Entry(bytes: bytes, offset: offset, completion: completion))
         self.bytes += bytes.count - offset
     }
@@ -54,7 +57,8 @@ public struct PendingWrites {
     /// Takes `count` bytes off the front: every entry they cover in full is removed and
     /// its completion appended to `completed`; a partly covered entry keeps its tail.
     public mutating func consume(_ count: Int, completed: inout [WriteCompletion]) {
-        precondition(count >= 0 && count <= bytes, "more bytes were taken than were pending")
+        // Programmer misuse only: `count` is what the kernel took of these very bytes.
+        precondition(count >= 0 && count <= bytes, "\(count) bytes were taken of \(bytes) pending (a bug in the backend)")
         bytes -= count
         var left = count
         while let first = entries.first {

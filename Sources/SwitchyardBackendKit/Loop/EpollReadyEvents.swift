@@ -16,7 +16,10 @@ public struct EpollReadyEvents: ~Copyable {
     public let capacity: Int
 
     public init(capacity: Int) {
-        precondition(capacity > 0 && capacity <= Int(CInt.max), "an epoll ready list holds 1 or more events")
+        // Programmer misuse only: a backend passes its own constant, no input sets it.
+        precondition(
+            capacity > 0 && capacity <= Int(CInt.max),
+            "EpollReadyEvents(capacity:) was given \(capacity): an epoll ready list holds 1...Int32.max events (a programming error)")
         self.capacity = capacity
         buffer = .allocate(capacity: capacity)
     }

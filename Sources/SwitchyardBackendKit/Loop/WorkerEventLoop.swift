@@ -85,7 +85,7 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
     /// Stops the loop after the work queued before this call and waits for its thread.
     /// Call from outside the loop. Idempotent.
     public func stopAndJoin() {
-        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread: it would wait for itself (a programming error)")
         guard !joined.exchange(true, ordering: .acquiringAndReleasing), let thread else { return }
         execute { [self] in running = false }
         thread.join()

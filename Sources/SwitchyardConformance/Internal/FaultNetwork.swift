@@ -58,7 +58,8 @@ final class FaultNetwork: Sendable {
         let gateway: String
 
         init(link: String, peer: String, subnet: Int) {
-            precondition(link.utf8.count <= 15 && peer.utf8.count <= 15, "interface names are at most 15 bytes")
+            // Programmer misuse only: the kit's scenarios name their own links.
+            precondition(link.utf8.count <= 15 && peer.utf8.count <= 15, "interface names are at most 15 bytes: \(link), \(peer) (a bug in the scenario)")
             self.link = link
             self.peer = peer
             clientAddress = "10.214.\(subnet).1"

@@ -68,7 +68,8 @@ final class MemoryPipe: Sendable {
     private let state = Mutex(State())
 
     init(capacity: Int = MemoryPipe.defaultCapacity) {
-        precondition(capacity > 0)
+        // Programmer misuse only: the capacity is the backend's own constant, no input sets it.
+        precondition(capacity > 0, "MemoryPipe(capacity:) was given \(capacity): a pipe holds 1 byte or more (a programming error)")
         self.capacity = capacity
     }
 

@@ -63,7 +63,7 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     }
 
     func stopAndJoin() {
-        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread")
+        precondition(!inEventLoop, "stopAndJoin called on the loop's own thread: it would wait for itself (a programming error)")
         guard !joined.exchange(true, ordering: .acquiringAndReleasing), let thread else { return }
         execute { [self] in running = false }
         thread.join()
@@ -112,7 +112,11 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
             do {
                 count = try ready.wait(on: epfd, timeoutMilliseconds: timeout)
             } catch {
-                fatalError("epoll_wait failed on a unix event loop: \(error)")
+                // No input reaches this: epoll_wait on the loop's own epoll descriptor
+                // fails only with EBADF or EINVAL (that descriptor closed or reused by
+                // someone else in the process: a programming error) or EFAULT (a bug
+                // here); EINTR is retried. A loop that cannot wait can only spin.
+                fatalError("epoll_wait failed on a unix event loop: \(error) (its epoll descriptor was closed or replaced underneath it: a programming error)")
             }
             for index in 0..<count {
                 let data = ready[index].data

@@ -47,8 +47,11 @@ public final class UnixTransport: LifecycleTransport {
     private let lifecycle: TransportLifecycle<UnixEventLoop>
 
     /// Starts the transport's event loops.
-    /// - Throws: a ``TransportError`` when a loop or its thread cannot be made.
+    /// - Throws: `invalidArgument`/`invalid option` for settings out of range
+    ///   (`TransportConfiguration.validate()`); a ``TransportError`` when a loop or its
+    ///   thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
+        try configuration.validate()
         let count = configuration.eventLoopCount ?? Posix.onlineCores()
         group = try EventLoopGroup(count: count) { index throws(TransportError) in
             try UnixEventLoop(name: "sy-unix-\(index)")

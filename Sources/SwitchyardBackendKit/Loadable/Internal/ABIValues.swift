@@ -85,7 +85,9 @@ extension Endpoint {
     /// Runs `body` with this endpoint as a `sy_endpoint`, borrowed for the call.
     func withABI<R>(_ body: (UnsafePointer<sy_endpoint>) -> R) -> R {
         host.withCString { host in
-            var endpoint = sy_endpoint(size: ABISize.endpoint, host: host, port: Int32(port), path: nil)
+            // Clamped, not trapping: `port` is a `var` a program may have set out of
+            // range; the library's side (``init(abi:)``) refuses it with an error.
+            var endpoint = sy_endpoint(size: ABISize.endpoint, host: host, port: Int32(clamping: port), path: nil)
             guard let path else { return withUnsafePointer(to: &endpoint, body) }
             return path.withCString { path in
                 endpoint.path = path
@@ -109,7 +111,7 @@ extension Endpoint {
             return
         }
         guard let host = value.host else { throw bad("has no host") }
-        guard (0...65535).contains(value.port) else { throw bad("has the port \(value.port), out of range 0...65535") }
+        guard Endpoint.portRange.contains(Int(value.port)) else { throw bad("has invalid port \"\(value.port)\" (0...65535)") }
         self.init(host: String(cString: host), port: Int(value.port))
     }
 

@@ -24,6 +24,9 @@ final class LoadedConnection: Connection, @unchecked Sendable {
         self.core = core
         self.library = core.library
         self.handle = handle
+        // Unwrapped, not checked: loading refused a table without the function, and a
+        // connection without a loop is a broken backend library (its author's bug, no
+        // input's), which the process cannot go on with.
         loop = core.loop(core.library.table.connection_event_loop!(handle)!)
     }
 

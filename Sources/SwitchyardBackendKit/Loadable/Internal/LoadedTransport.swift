@@ -67,6 +67,9 @@ final class LoadedTransport: Transport {
     let core: LoadedTransportCore
 
     init(library: BackendLibrary, configuration: TransportConfiguration) throws(TransportError) {
+        // Checked here, where it is whole: across the C boundary a negative loop count
+        // would read as "one per core".
+        try configuration.validate()
         var result: Result<OpaquePointer, TransportError>?
         withUnsafeMutablePointer(to: &result) { slot in
             configuration.withABI { configuration in

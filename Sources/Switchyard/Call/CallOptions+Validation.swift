@@ -1,0 +1,15 @@
+extension CallOptions {
+    /// Checks the options before a call or a call server uses them: ``Channel/startCall(options:handler:)``,
+    /// ``Channel/withCall(options:_:)`` and every `CallServer.start` call it first, so a
+    /// size from a flag or a file that is out of range fails with its value instead of
+    /// trapping in the frame decoder.
+    /// - Throws: `invalidArgument`, reason `invalid option`: a negative
+    ///   ``maximumMessageSize``, or one over 4 GiB (a frame's length field is 32 bits).
+    public func validate() throws(TransportError) {
+        guard (0...Int(UInt32.max)).contains(maximumMessageSize) else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid maximumMessageSize \(maximumMessageSize) (0...\(UInt32.max) bytes: a frame's length is 32 bits)")
+        }
+    }
+}
