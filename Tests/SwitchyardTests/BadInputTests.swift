@@ -199,6 +199,20 @@ extension BadInputTests {
         #expect(throws: Never.self) { try CallOptions(maximumMessageSize: 0).validate() }
     }
 
+    @Test("A call timeout that is not positive is refused by name before any connect", arguments: [Duration.zero, .milliseconds(-5)])
+    func callTimeoutNotPositive(timeout: Duration) async {
+        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
+        do {
+            _ = try await channel.withCall(options: CallOptions(timeout: timeout)) { _ in }
+            Issue.record("a call started with timeout \(timeout)")
+        } catch {
+            let error = error as? TransportError
+            #expect(error?.code == .invalidArgument && error?.reason == .invalidOption, "\(String(describing: error))")
+            #expect(error?.message.contains("invalid call timeout \(timeout)") == true, "\(String(describing: error))")
+        }
+        #expect(throws: Never.self) { try CallOptions(timeout: .nanoseconds(1)).validate() }
+    }
+
     @Test("Transport settings out of range are named by TransportConfiguration.validate()")
     func configurationOutOfRange() {
         for (configuration, words) in [

@@ -4,8 +4,14 @@ extension CallOptions {
     /// size from a flag or a file that is out of range fails with its value instead of
     /// trapping in the frame decoder.
     /// - Throws: `invalidArgument`, reason `invalid option`: a negative
-    ///   ``maximumMessageSize``, or one over 4 GiB (a frame's length field is 32 bits).
+    ///   ``maximumMessageSize``, or one over 4 GiB (a frame's length field is 32 bits);
+    ///   a ``timeout`` that is not positive.
     public func validate() throws(TransportError) {
+        if let timeout, timeout <= .zero {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid call timeout \(timeout) (it must be positive; nil for no deadline)")
+        }
         guard (0...Int(UInt32.max)).contains(maximumMessageSize) else {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,
