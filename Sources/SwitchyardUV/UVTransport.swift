@@ -42,7 +42,9 @@ public final class UVTransport: LifecycleTransport {
     /// to it; a stalled connection then ends with `unavailable`, reason `stalled`,
     /// whether it was reading or writing. Without one, the kernel's own `ETIMEDOUT`
     /// (after its budget of about 15 minutes) maps as the table says: `unavailable`,
-    /// reason `timed out`.
+    /// reason `timed out`. libuv detects stalls only through the kernel: it has no
+    /// monitor of its own, so a stall timeout with
+    /// ``TransportConfiguration/kernelStallDetection`` off is refused.
     public typealias Configuration = TransportConfiguration
 
     public var name: String { "libuv" }
@@ -57,9 +59,16 @@ public final class UVTransport: LifecycleTransport {
     /// Starts the transport's event loops, with the configuration's stall timeout (or
     /// the kernel's stall defaults when it has none).
     /// - Throws: ``TransportError`` when a loop or its thread cannot be made, or the stall
-    ///   timeout is not positive.
+    ///   timeout is not positive; `invalidArgument`, reason `invalid option`, for a stall
+    ///   timeout with ``TransportConfiguration/kernelStallDetection`` off (libuv has no
+    ///   stall monitor of its own: nothing would meet the bound).
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
         let stall = try StallSettings.of(configuration)
+        if let stall, !stall.kernelDetection {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "libuv detects stalls only through the kernel (keepalive and TCP_USER_TIMEOUT); it cannot meet a stall timeout of \(stall.timeout) with kernelStallDetection off")
+        }
         _ = UVProcess.prepared
         self.configuration = configuration
         self.settings = UVSocketSettings(stall: stall)

@@ -67,6 +67,12 @@ final class LoadedTransport: Transport {
     let core: LoadedTransportCore
 
     init(library: BackendLibrary, configuration: TransportConfiguration) throws(TransportError) {
+        // The library interface has no field for the switch: refuse it rather than drop it.
+        if configuration.stallTimeout != nil && !configuration.kernelStallDetection {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "a loaded backend cannot be made with kernelStallDetection off: the backend library interface does not carry that setting")
+        }
         var result: Result<OpaquePointer, TransportError>?
         withUnsafeMutablePointer(to: &result) { slot in
             configuration.withABI { configuration in
