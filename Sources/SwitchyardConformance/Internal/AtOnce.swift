@@ -9,7 +9,7 @@ extension ConformanceContext {
         _ elapsed: Duration, _ name: String, _ what: String, file: String = #fileID, line: Int = #line
     ) throws {
         record(name, elapsed)
-        log("\(what): \(fineMilliseconds(elapsed))")
+        log("\(what) after \(fineMilliseconds(elapsed))")
         try expect(
             elapsed < atOnceBound,
             "\(what) took \(fineMilliseconds(elapsed)); the contract says at once (under \(milliseconds(atOnceBound)))",

@@ -40,7 +40,7 @@ extension ConformanceScenario {
             try context.expectStatus(status, code: .unavailable, reason: .connectivityChanged, "call \(index) after the change to cellular")
             try context.expectWellBehaved(recorder, "call \(index)")
         }
-        try context.expectAtOnce(ContinuousClock.now - changed, "calls ended", "every open call ended unavailable (connectivity changed) after the change")
+        try context.expectAtOnce(ContinuousClock.now - changed, "calls ended", "every open call ended unavailable (connectivity changed)")
         try await context.waitUntil(seconds: 5, "the channel forgot its ended calls") { channel.openCalls == 0 }
 
         // The next call connects afresh and works.

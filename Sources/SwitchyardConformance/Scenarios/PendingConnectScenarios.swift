@@ -57,7 +57,7 @@ extension ConformanceScenario {
                 try await context.expectError(code: .cancelled, reason: .taskCancelled, "the connect whose task was cancelled (round \(round))", within: 5) {
                     try await pending.value
                 }
-                try context.expectAtOnce(ContinuousClock.now - cancelled, round == 0 ? "task cancelled" : "task cancelled again", "the pending connect ended after its task was cancelled (round \(round))")
+                try context.expectAtOnce(ContinuousClock.now - cancelled, round == 0 ? "task cancelled" : "task cancelled again", "the connect whose task was cancelled (round \(round)) ended")
                 try await context.expectDescriptorsReleased(since: before, "the cancelled connect (round \(round))")
             }
 
@@ -68,7 +68,7 @@ extension ConformanceScenario {
             try await context.expectError(code: .cancelled, reason: .shutdown, "the connect pending when its transport shut down", within: 5) {
                 try await pending.value
             }
-            try context.expectAtOnce(ContinuousClock.now - stopping, "shutdownNow", "the pending connect ended after shutdownNow() began")
+            try context.expectAtOnce(ContinuousClock.now - stopping, "shutdownNow", "the connect pending when shutdownNow() began ended")
             try await context.within(seconds: 10, "shutdownNow() returned") { await shutdown.value }
             context.log("shutdownNow() returned after \(fineMilliseconds(ContinuousClock.now - stopping))")
         }
