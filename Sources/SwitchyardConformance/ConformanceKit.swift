@@ -74,8 +74,8 @@ import SwitchyardBackendKit
 ///   answers after pauses under the timeout end OK), I2 by a backend's own monitor (48:
 ///   kernel stall detection off, ``TransportConfiguration/kernelStallDetection``;
 ///   backends without a monitor of their own refuse that and skip).
-/// - "At once" is under 100 ms wherever a contract says it (8, 9, 14, 17, 28, 32, 34,
-///   41, 43, 50), measured and recorded.
+/// - "At once" is under 100 ms wherever a contract says it (1: close releases the
+///   descriptor; 8, 9, 14, 17, 28, 32, 34, 41, 43, 50), measured and recorded.
 ///
 /// Not covered, and why:
 /// - A6, A7: connect returns a connected connection; there is no write before connect

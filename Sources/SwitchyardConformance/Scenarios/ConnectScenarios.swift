@@ -51,9 +51,22 @@ extension ConformanceScenario {
         try context.expectBytes(clientEvents.snapshot.bytes, pong, "what the client read")
 
         // Close twice: one connectionDidClose, with nil. The peer sees a clean end of
-        // stream, not an error (E1's second half: a normal close gives none).
+        // stream, not an error (E1's second half: a normal close gives none). The close
+        // releases the descriptor at once (the contract): under 100 ms, where there is
+        // one to see (a TCP socket of this process).
+        let socket = context.clientTransportBackend?.network == "tcp"
+            ? SocketDescriptors.establishedInode(localPort: client.localAddress.port, remotePort: client.remoteAddress.port)
+            : nil
+        let closing = ContinuousClock.now
         client.close()
         client.close()
+        if let socket {
+            let target = "socket:[\(socket)]"
+            try await context.waitUntil(seconds: 2, "the closed connection's descriptor was released") {
+                !DescriptorSnapshot.take().targets.values.contains(target)
+            }
+            try context.expectAtOnce(ContinuousClock.now - closing, "descriptor released", "close() released the connection's descriptor")
+        }
         try await context.waitUntil(seconds: 5, "the client's connectionDidClose ran after close()") { !clientEvents.snapshot.closes.isEmpty }
         try await context.waitUntil(seconds: 5, "the server saw end of stream after the client closed") { serverEvents.snapshot.readEnds > 0 }
         client.close()
