@@ -113,9 +113,13 @@ public struct TransportConfiguration: Sendable, Hashable {
     /// never shrinks; it costs the kernel about 8 bytes per slot (128 KiB for the
     /// default's 16,384). Best effort: when it cannot be grown, it is left as it is.
     public var reservedDescriptors: Int
-    public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384) {
+    public init(
+        eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384,
+        kernelStallDetection: Bool = true
+    ) {
         self.eventLoopCount = eventLoopCount
         self.stallTimeout = stallTimeout
         self.reservedDescriptors = reservedDescriptors
+        self.kernelStallDetection = kernelStallDetection
     }
 }
