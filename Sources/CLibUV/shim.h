@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <sys/prctl.h>
@@ -90,6 +91,17 @@ static inline int csy_uv_block_sigpipe(void) {
     sigaddset(&set, SIGPIPE);
     int status = pthread_sigmask(SIG_BLOCK, &set, NULL);
     return status == 0 ? 0 : -status;
+}
+
+/// Takes every SIGPIPE pending on the calling thread (one libuv's own writev raised on a
+/// loop thread, where it is blocked), so none is left behind: call after a write failed
+/// with UV_EPIPE. Never waits.
+static inline void csy_uv_take_pending_sigpipe(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    struct timespec zero = { 0, 0 };
+    while (sigtimedwait(&set, NULL, &zero) == SIGPIPE) {}
 }
 
 /// Names the calling thread (at most 15 characters are kept); 0 or -errno. prctl is

@@ -92,6 +92,16 @@ public struct TransportConfiguration: Sendable, Hashable {
     /// than the timeout ends the writer's connection as `stalled`. Choose a stall
     /// timeout longer than the longest pause a reader may take.
     public var stallTimeout: Duration?
+    /// Whether the kernel helps meet ``stallTimeout``: keepalive and `TCP_USER_TIMEOUT` on
+    /// every connection (`true`, the default). `false` turns both off, so a backend must
+    /// meet the stall bound by its own monitor alone: `bsd` by its TCP_INFO monitor (data
+    /// in flight that does not drain); a backend without such a monitor (`libuv`, which
+    /// detects stalls only through the kernel) refuses to be made so, with
+    /// `invalidArgument`, reason `invalid option`. Without keepalive nothing detects a
+    /// silent peer under an idle connection (a call awaiting a reply): this switch exists
+    /// to prove a backend's own monitor, and for paths where the kernel's timers cannot be
+    /// set. Ignored without a ``stallTimeout``.
+    public var kernelStallDetection: Bool = true
     /// How many descriptors the process's descriptor table is grown to hold when a socket
     /// backend starts (clamped to the soft `RLIMIT_NOFILE`; 0 leaves the table alone).
     ///
@@ -103,9 +113,13 @@ public struct TransportConfiguration: Sendable, Hashable {
     /// never shrinks; it costs the kernel about 8 bytes per slot (128 KiB for the
     /// default's 16,384). Best effort: when it cannot be grown, it is left as it is.
     public var reservedDescriptors: Int
-    public init(eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384) {
+    public init(
+        eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384,
+        kernelStallDetection: Bool = true
+    ) {
         self.eventLoopCount = eventLoopCount
         self.stallTimeout = stallTimeout
         self.reservedDescriptors = reservedDescriptors
+        self.kernelStallDetection = kernelStallDetection
     }
 }

@@ -104,7 +104,8 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     }
 
     /// The error for a failed system call on this connection: the errno table's, except
-    /// that with a stall timeout the kernel's stall errors mean `stalled`, and that it is
+    /// that with a stall timeout (and the kernel's help, ``StallSettings/kernelDetection``)
+    /// the kernel's stall errors mean `stalled`, and that it is
     /// `reclaimed` when the descriptor no longer holds the connection's socket (checked
     /// once, here, on the way to ending the connection: `EPIPE` from a fresh socket
     /// `dup2`ed over it would otherwise read as a reset, `ENOENT`/`EPERM` from
@@ -114,7 +115,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     }
 
     private func failure(errno code: CInt, message: String) -> TransportError {
-        let error = ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor != nil)
+        let error = ErrnoTable.connectionError(errno: code, message: message, stallDetection: stallMonitor?.settings.kernelDetection == true)
         return socketIdentity?.connectionError(error, descriptor: descriptor) ?? error
     }
 
@@ -202,7 +203,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
         try? Posix.setLingerZero(descriptor)
         terminate(TransportError(
             code: .unavailable, reason: .stalled,
-            message: "the connection to \(remoteAddress) stalled: data in flight went unacknowledged for \(waited) (the stall timeout is \(timeout))"),
+            message: "the connection to \(remoteAddress) stalled: data in flight went unacknowledged for \(waited) (the stall timeout is \(timeout)): \(StallMonitor.detectorNote)"),
             deferCallbacks: false)
     }
 

@@ -11,6 +11,9 @@ import Synchronization
 /// loop's ``StallMonitor`` (TCP_INFO progress for data in flight; kernel keepalive and
 /// `TCP_USER_TIMEOUT` for a silent peer), and a stalled connection ends with
 /// `unavailable`, reason `stalled`, within the stall timeout plus one sweep interval.
+/// With ``TransportConfiguration/kernelStallDetection`` off, sockets get no keepalive and
+/// no `TCP_USER_TIMEOUT`: the TCP_INFO monitor alone ends a stall with data in flight
+/// (a silent peer under an idle connection is then not detected).
 ///
 /// ```swift
 /// let transport = try BSDTransport()

@@ -26,6 +26,12 @@ import SwitchyardBackendKit
 ///   down), which the connection maps to `stalled`
 ///   (``ErrnoTable/connectionError(errno:message:stallDetection:)``). `TCP_USER_TIMEOUT`
 ///   also covers data in flight, so whichever of the two sees a stall first ends it.
+///   With ``StallSettings/kernelDetection`` off (``TransportConfiguration/kernelStallDetection``)
+///   the socket gets neither, and this monitor alone ends a stall with data in flight.
+///
+/// The error's message names the detector that fired: ``detectorNote`` for this monitor,
+/// ``ErrnoTable/kernelDetectorNote`` for the kernel (whose error also keeps its errno in
+/// `native`; this monitor's has none).
 ///
 /// A stalled connection is aborted (linger 0, so its descriptor and kernel state go at
 /// once), its pending writes complete with the error, and its handler hears
@@ -48,6 +54,9 @@ final class StallMonitor: @unchecked Sendable {
         self.settings = settings
         self.interval = Self.sweepInterval(for: settings.timeout)
     }
+
+    /// What the message of a stall this monitor detected ends with.
+    static let detectorNote = "stall detected by the TCP_INFO monitor"
 
     /// A quarter of the stall timeout, clamped to 100 ms ... 1 s.
     static func sweepInterval(for timeout: Duration) -> Duration {

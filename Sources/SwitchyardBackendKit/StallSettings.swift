@@ -15,9 +15,15 @@ public import Switchyard
 /// The kernel then fails a stalled connection with `ETIMEDOUT`, or with the last soft
 /// error it met while retransmitting (`EHOSTUNREACH`/`ENETUNREACH` after the link went
 /// down). With a stall timeout those mean "stalled": see ``ErrnoTable/connectionError(errno:message:stallDetection:)``.
+///
+/// With ``kernelDetection`` off (``TransportConfiguration/kernelStallDetection``), none of
+/// this is set: ``apply(to:)`` leaves the socket alone, and the backend's own monitor must
+/// meet the bound.
 public struct StallSettings: Sendable, Hashable {
     /// The stall timeout.
     public let timeout: Duration
+    /// Whether the kernel helps (keepalive and `TCP_USER_TIMEOUT`, set by ``apply(to:)``).
+    public let kernelDetection: Bool
     /// Keepalive timing, whole seconds.
     public let keepaliveIdle: CInt
     public let keepaliveInterval: CInt
@@ -40,13 +46,15 @@ public struct StallSettings: Sendable, Hashable {
                 code: .invalidArgument, reason: .invalidOption,
                 message: "invalid stall timeout \(timeout): it must be positive and at most \(maximumTimeout) (3 days)")
         }
-        return StallSettings(timeout: timeout)
+        return StallSettings(timeout: timeout, kernelDetection: configuration.kernelStallDetection)
     }
 
     /// Settings for `timeout`, which must be positive (longer than ``maximumTimeout`` is
-    /// clamped to it).
-    public init(timeout: Duration) {
+    /// clamped to it); `kernelDetection` says whether ``apply(to:)`` sets keepalive and
+    /// `TCP_USER_TIMEOUT`.
+    public init(timeout: Duration, kernelDetection: Bool = true) {
         self.timeout = timeout
+        self.kernelDetection = kernelDetection
         let total = max(2, Self.wholeSeconds(min(timeout, Self.maximumTimeout)))
         let idle: Int64 = 1
         let remaining = total - idle
@@ -57,8 +65,10 @@ public struct StallSettings: Sendable, Hashable {
         userTimeoutMilliseconds = Self.milliseconds(min(timeout, Self.maximumTimeout))
     }
 
-    /// Applies keepalive and `TCP_USER_TIMEOUT` to a connected socket.
+    /// Applies keepalive and `TCP_USER_TIMEOUT` to a connected socket; nothing when
+    /// ``kernelDetection`` is off.
     public func apply(to fd: CInt) throws(SyscallError) {
+        guard kernelDetection else { return }
         try Posix.setKeepalive(fd, idle: keepaliveIdle, interval: keepaliveInterval, count: keepaliveCount)
         try Posix.setUserTimeout(fd, milliseconds: userTimeoutMilliseconds)
     }
@@ -85,16 +95,23 @@ extension ErrnoTable {
     public static let stallErrnos: Set<CInt> = [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
 
     /// The ``TransportError`` for an errno that ended an established connection. With
-    /// stall detection on (a stall timeout is set), the errnos of ``stallErrnos`` are the
-    /// stall bound running out: `unavailable`, reason `stalled`, the errno kept in
-    /// `native`. Otherwise, and for every other errno, the table's mapping.
+    /// the kernel's stall detection on (a stall timeout is set and
+    /// ``StallSettings/kernelDetection``), the errnos of ``stallErrnos`` are the stall
+    /// bound running out: `unavailable`, reason `stalled`, the errno kept in `native`,
+    /// and the message says the kernel detected it (``kernelDetectorNote``). Otherwise,
+    /// and for every other errno, the table's mapping.
     public static func connectionError(errno code: CInt, message: String, stallDetection: Bool) -> TransportError {
         var error = error(errno: code, message: message)
         if stallDetection && stallErrnos.contains(code) {
             error.code = .unavailable
             error.reason = .stalled
-            error.message += " (no progress within the stall timeout)"
+            error.message += kernelDetectorNote
         }
         return error
     }
+
+    /// What the message of a stall the kernel detected ends with, naming the detector
+    /// (a backend's own monitor names itself instead).
+    public static let kernelDetectorNote =
+        " (no progress within the stall timeout: stall detected by the kernel, TCP_USER_TIMEOUT or keepalive)"
 }

@@ -65,10 +65,19 @@ import SwitchyardBackendKit
 /// - H1 in part (v4 and v6 literals; link-local scope needs a link-local interface),
 ///   H2 (9).
 ///
+/// - A3, F7 for a connect (49: a connect into a black hole ends at its timeout), A4, F5
+///   for a pending connect, F9 (50: its task's cancellation and `shutdownNow` end it in
+///   under 100 ms and close its descriptor); both in network namespaces.
+/// - E2, F1 for a reset (51: a peer reset with ten thousand writes queued), E3 without
+///   SIGPIPE (52: writes to a peer that closed, or half-closed then closed).
+/// - I1, I5 (47: no false stall; a call idle for three stall timeouts stays open, and
+///   answers after pauses under the timeout end OK), I2 by a backend's own monitor (48:
+///   kernel stall detection off, ``TransportConfiguration/kernelStallDetection``;
+///   backends without a monitor of their own refuse that and skip).
+/// - "At once" is under 100 ms wherever a contract says it (1: close releases the
+///   descriptor; 8, 9, 14, 17, 28, 32, 34, 41, 43, 50), measured and recorded.
+///
 /// Not covered, and why:
-/// - A3 (unroutable connect times out), A4 (cancel a pending connect), F5 for a pending
-///   connect (a call's cancel is 24), F7 (deadline): a loopback connect completes at once, so a pending connect
-///   needs a black-hole route or fault injection the kit does not have yet.
 /// - A6, A7: connect returns a connected connection; there is no write before connect
 ///   and no second connect on one connection in this API.
 /// - For the byte-stream ``Connection`` (calls cover them: 20, 23): B2 (frames), C3 (one
@@ -79,8 +88,6 @@ import SwitchyardBackendKit
 ///   per-read requests, and connections are returned already active.
 /// - B6 (try-write), B8 (read-buffer allocator): no such API; backends own their read
 ///   buffers.
-/// - E2 (reset with writes pending): needs fault injection under the backend; it comes
-///   with the suspend work.
 /// - E5: handler callbacks do not throw.
 /// - G1: buffers are Swift arrays released by ARC.
 /// - H3 (concurrent, cancellable lookups): comes with the resolver tests.
@@ -148,8 +155,14 @@ public enum ConformanceKit {
         .suspendKeepsConnections,              // 44
         .suspendExpiresOnTimeWithBlackHole,    // 45
         .suspendCallServer,                    // 46
-        .callTaskCancellation,                 // 47
-        .callDeadlineExceeded,                 // 48
+        .idleCallOutlivesStallTimeout,         // 47
+        .stallMonitorWithoutKernelHelp,        // 48
+        .connectIntoBlackHoleTimesOut,         // 49
+        .cancelPendingConnect,                 // 50
+        .resetWithQueuedWrites,                // 51
+        .writeToHalfOpenPeer,                  // 52
+        .callTaskCancellation,                 // 53
+        .callDeadlineExceeded,                 // 54
     ]
 
     /// The scenario named `name`, if any.

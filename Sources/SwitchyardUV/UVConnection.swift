@@ -291,6 +291,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         })
         if status < 0 {
             Unmanaged<UVConnection>.fromOpaque(request.pointee.data).release()
+            if status == -EPIPE { csy_uv_take_pending_sigpipe() }
             return failure(status, "writing to \(remoteAddress)")
         }
         writeInFlight = true
@@ -307,6 +308,9 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
             return
         }
         if status < 0 {
+            // libuv's writev raised a SIGPIPE with its EPIPE; blocked on this loop thread,
+            // it is pending there: take it, so the process never holds one.
+            if status == -EPIPE { csy_uv_take_pending_sigpipe() }
             terminate(failure(status, "writing to \(remoteAddress)"), deferCallbacks: false, reset: false, bytesTaken: 0)
             return
         }

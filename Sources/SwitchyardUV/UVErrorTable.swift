@@ -1,5 +1,6 @@
 import CLibUV
 package import Switchyard
+import SwitchyardBackendKit
 
 /// The one table that maps libuv error codes to ``TransportError`` for the libuv backend.
 ///
@@ -87,7 +88,7 @@ package enum UVErrorTable {
         if stallDetection && stallCodes.contains(code) {
             error.code = .unavailable
             error.reason = .stalled
-            error.message += " (no progress within the stall timeout)"
+            error.message += ErrnoTable.kernelDetectorNote
         }
         return error
     }

@@ -18,7 +18,9 @@ import Synchronization
 /// and the bytes are delivered borrowed before the next alloc, so one buffer serves the
 /// whole loop and a read allocates nothing.
 ///
-/// The loop thread blocks SIGPIPE (libuv writes with `write(2)`, not `MSG_NOSIGNAL`).
+/// The loop thread blocks SIGPIPE (libuv writes with `write(2)`, not `MSG_NOSIGNAL`), and a
+/// connection whose `uv_write` failed with `UV_EPIPE` takes the SIGPIPE that left pending
+/// on the thread (`csy_uv_take_pending_sigpipe`), so none is ever delivered or kept.
 ///
 /// **Reclaimed descriptors.** libuv calls `abort()` when `epoll_ctl` fails in its poll,
 /// which a descriptor reclaimed underneath a connection makes it do (`ENOENT`, `EPERM`,

@@ -42,7 +42,9 @@ public final class UVTransport: LifecycleTransport {
     /// to it; a stalled connection then ends with `unavailable`, reason `stalled`,
     /// whether it was reading or writing. Without one, the kernel's own `ETIMEDOUT`
     /// (after its budget of about 15 minutes) maps as the table says: `unavailable`,
-    /// reason `timed out`.
+    /// reason `timed out`. libuv detects stalls only through the kernel: it has no
+    /// monitor of its own, so a stall timeout with
+    /// ``TransportConfiguration/kernelStallDetection`` off is refused.
     public typealias Configuration = TransportConfiguration
 
     public var name: String { "libuv" }
@@ -59,10 +61,17 @@ public final class UVTransport: LifecycleTransport {
     /// - Throws: ``TransportError`` when a loop or its thread cannot be made;
     ///   `invalidArgument`/`invalid option` for settings out of range
     ///   (``TransportConfiguration/validate()``, ``StallSettings/of(_:)``: a stall timeout
-    ///   that is not positive or over 3 days).
+    ///   that is not positive or over 3 days), and for a stall timeout with
+    ///   ``TransportConfiguration/kernelStallDetection`` off (libuv has no stall monitor of
+    ///   its own: nothing would meet the bound).
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
         try configuration.validate()
         let stall = try StallSettings.of(configuration)
+        if let stall, !stall.kernelDetection {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "libuv detects stalls only through the kernel (keepalive and TCP_USER_TIMEOUT); it cannot meet a stall timeout of \(stall.timeout) with kernelStallDetection off")
+        }
         _ = UVProcess.prepared
         self.configuration = configuration
         self.settings = UVSocketSettings(stall: stall)

@@ -1,3 +1,4 @@
+import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
@@ -214,6 +215,41 @@ struct StallSettingsTests {
         #expect(budget <= max(2, seconds))
         #expect(budget >= max(2, seconds) * 8 / 10, "budget \(budget) s for a stall timeout of \(seconds) s")
         #expect(timing.userTimeoutMilliseconds == UInt32(seconds * 1000))
+    }
+
+    @Test("With kernel detection off, apply(to:) sets neither keepalive nor TCP_USER_TIMEOUT; on, it sets both")
+    func kernelDetectionSwitch() throws {
+        var configuration = TransportConfiguration(stallTimeout: .seconds(3))
+        #expect(try StallSettings.of(configuration)?.kernelDetection == true)
+        configuration.kernelStallDetection = false
+        let off = try #require(try StallSettings.of(configuration))
+        #expect(!off.kernelDetection)
+        for settings in [off, StallSettings(timeout: .seconds(3))] {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            try settings.apply(to: fd)
+            let keepalive = try Posix.getOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, as: CInt.self, initial: -1)
+            let userTimeout = try Posix.getOption(fd, level: CInt(IPPROTO_TCP), name: TCP_USER_TIMEOUT, as: UInt32.self, initial: 1)
+            if settings.kernelDetection {
+                #expect(keepalive == 1)
+                #expect(userTimeout == 3000)
+            } else {
+                #expect(keepalive == 0)
+                #expect(userTimeout == 0)
+            }
+        }
+    }
+
+    @Test("A stall the kernel reported says so in its message and keeps the errno")
+    func kernelStallMessage() {
+        let error = ErrnoTable.connectionError(errno: ETIMEDOUT, message: "reading", stallDetection: true)
+        #expect(error.reason == .stalled)
+        #expect(error.message.hasSuffix(ErrnoTable.kernelDetectorNote))
+        #expect(error.message.contains("stall detected by the kernel"))
+        #expect(error.native?.name == "ETIMEDOUT")
+        let plain = ErrnoTable.connectionError(errno: ETIMEDOUT, message: "reading", stallDetection: false)
+        #expect(plain.reason == .timedOut)
     }
 
     @Test("Names under .invalid fail at once with unavailable (name resolution); others pass", arguments: ["invalid", "a.invalid", "A.INVALID.", "example.com"])

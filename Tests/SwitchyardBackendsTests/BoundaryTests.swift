@@ -87,6 +87,22 @@ struct BoundaryTests {
         await defaults.shutdownNow()
     }
 
+    @Test("A stall timeout with the kernel's stall detection off is refused at the boundary with invalidArgument (invalid option), not dropped")
+    func kernelStallDetectionOffIsRefused() async throws {
+        let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
+        let backend = try Self.bridged(script)
+        let configuration = TransportConfiguration(eventLoopCount: 1, stallTimeout: .seconds(2), kernelStallDetection: false)
+        #expect {
+            _ = try backend.make(configuration)
+        } throws: { error in
+            (error as? TransportError)?.code == .invalidArgument && (error as? TransportError)?.reason == .invalidOption
+        }
+        #expect(script.recorded.withLock { $0.configuration } == nil, "the library was asked to make a transport")
+        // Without a stall timeout the switch means nothing, and the transport is made.
+        let plain = try backend.make(TransportConfiguration(eventLoopCount: 1, kernelStallDetection: false))
+        await plain.shutdownNow()
+    }
+
     @Test("Path endpoints cross both ways: file system, abstract and unnamed")
     func pathEndpoints() async throws {
         for path in ["/tmp/switchyard-test.sock", "@switchyard-abstract", ""] {

@@ -112,7 +112,7 @@ struct ConformanceRunnerTests {
         }
         let memory = ConformanceReport.Column(client: "memory", server: "memory")
 
-        #expect(report.outcome(scenario: 1, column: memory)?.status == .passed)
+        #expect(report.outcome(scenario: 1, column: memory)?.status == .passed, "\(String(describing: report.outcome(scenario: 1, column: memory)))")
         let refused = try #require(report.outcome(scenario: 8, column: memory))
         #expect(refused.status == .passed)
         #expect(refused.measurements.map(\.name) == ["refused"])

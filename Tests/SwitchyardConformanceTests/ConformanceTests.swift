@@ -1,3 +1,4 @@
+import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardConformance
@@ -18,12 +19,25 @@ struct BackendPairArgument: Sendable, Hashable, Codable, CustomTestStringConvert
     }
 }
 
+/// The scenarios the conformance test runs: every one, or those that
+/// `SWITCHYARD_CONFORMANCE_SCENARIOS` selects (comma-separated, as the tool's
+/// `--scenario`: numbers, ranges such as `47-52`, or parts of names). A selector that
+/// selects nothing selects nothing here (the tool reports it as an error).
+let selectedScenarioNames: [String] = {
+    guard let value = getenv("SWITCHYARD_CONFORMANCE_SCENARIOS").map({ String(cString: $0) }), !value.isEmpty else {
+        return ConformanceKit.scenarios.map(\.name)
+    }
+    let selectors = value.split(separator: ",").map(String.init)
+    return ((try? ConformanceRunner.selectScenarios(selectors)) ?? []).map(\.scenario.name)
+}()
+
 /// Every conformance scenario over every backend pairing, one test case each.
 ///
 /// Serialized: the kit counts the process's open descriptors around each run to catch
 /// leaks, so no two runs (and nothing else that opens descriptors) may overlap. Run this
 /// target on its own for a reliable leak check:
-/// `swift test --filter SwitchyardConformanceTests`.
+/// `swift test --filter SwitchyardConformanceTests`; to run some scenarios only,
+/// `SWITCHYARD_CONFORMANCE_SCENARIOS=47-52 swift test --filter ConformanceTests/scenario`.
 @Suite("Conformance", .serialized)
 struct ConformanceTests {
     init() {
@@ -32,7 +46,7 @@ struct ConformanceTests {
 
     @Test(
         "Every backend pairing passes every conformance scenario",
-        arguments: ConformanceKit.scenarios.map(\.name), BackendPairArgument.all
+        arguments: selectedScenarioNames, BackendPairArgument.all
     )
     func scenario(_ name: String, pair: BackendPairArgument) async throws {
         let scenario = try #require(ConformanceKit.scenario(named: name))

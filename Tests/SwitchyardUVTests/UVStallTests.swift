@@ -76,40 +76,5 @@ extension UVTransportTests {
                 #expect(elapsed > .seconds(2) && elapsed < .seconds(8), "failed after \(elapsed); the stall timeout is 3 s")
             }
         }
-
-        @Test("A connect into a black hole ends at its timeout, at once when its task is cancelled, and with shutdown when the transport stops")
-        func connectIntoBlackHole() async throws {
-            let network = try #require(TestNetwork.make(), "could not make the network namespaces")
-            defer { network.remove() }
-            #expect(network.blackHole(port: 9999), "nft could not drop the port")
-            let client = try await network.inNamespace(network.client) {
-                try UVTransport(configuration: .init(eventLoopCount: 1))
-            }
-            let target = Endpoint(host: network.serverAddress, port: 9999)
-
-            var started = ContinuousClock.now
-            let timeout = await transportError {
-                _ = try await client.connect(to: target, options: ConnectOptions(timeout: .seconds(1)))
-            }
-            var elapsed = ContinuousClock.now - started
-            #expect(timeout?.code == .deadlineExceeded && timeout?.reason == .connectTimeout, "\(String(describing: timeout))")
-            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(3), "timed out after \(elapsed)")
-
-            let cancelled = Task { try await client.connect(to: target) }
-            try await Task.sleep(for: .milliseconds(200))
-            started = ContinuousClock.now
-            cancelled.cancel()
-            let cancelError = await transportError { _ = try await cancelled.value }
-            elapsed = ContinuousClock.now - started
-            #expect(cancelError?.code == .cancelled && cancelError?.reason == .taskCancelled, "\(String(describing: cancelError))")
-            #expect(elapsed < .seconds(1), "the cancelled connect ended after \(elapsed)")
-
-            let pending = Task { try await client.connect(to: target) }
-            try await Task.sleep(for: .milliseconds(200))
-            await client.shutdownNow()
-            let shutdownError = await transportError { _ = try await pending.value }
-            #expect(shutdownError?.code == .cancelled && shutdownError?.reason == .shutdown, "\(String(describing: shutdownError))")
-            #expect(client.loopCloseResults == [0])
-        }
     }
 }

@@ -29,6 +29,17 @@ struct UVTransportTests {
         }
     }
 
+    @Test("A stall timeout with the kernel's stall detection off is refused with invalidArgument (invalid option): libuv has no monitor of its own")
+    func refusesStallTimeoutWithoutKernelDetection() throws {
+        var configuration = TransportConfiguration(eventLoopCount: 1, stallTimeout: .seconds(2))
+        configuration.kernelStallDetection = false
+        #expect {
+            _ = try UVTransport(configuration: configuration)
+        } throws: { error in
+            (error as? TransportError)?.code == .invalidArgument && (error as? TransportError)?.reason == .invalidOption
+        }
+    }
+
     @Test("A path endpoint is refused in connect and listen with invalidArgument (invalid address)")
     func pathEndpointIsRefused() async throws {
         let transport = try UVTransport(configuration: TransportConfiguration(eventLoopCount: 1))

@@ -224,9 +224,11 @@ extension ConformanceScenario {
         context.log("the clients' reads ended with \(outcomes)")
 
         let clientTransport = context.client
+        let connectStarted = ContinuousClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "a new connect to \(endpoint) after the server shut down", within: 2) {
             try await clientTransport.connect(to: endpoint)
         }
+        try context.expectAtOnce(ContinuousClock.now - connectStarted, "refused after shutdown", "a new connect after the server shut down was refused")
         let elsewhere = context.localEndpoint()
         try await context.expectError(code: .cancelled, reason: .shutdown, "listen on a transport that was shut down", within: 5) {
             try await server.listen(on: elsewhere)
@@ -263,9 +265,11 @@ extension ConformanceScenario {
         try await Task.sleep(for: .milliseconds(50))
 
         let clientTransport = context.client
+        let connectStarted = ContinuousClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "a new connect during the grace period", within: 2) {
             try await clientTransport.connect(to: endpoint)
         }
+        try context.expectAtOnce(ContinuousClock.now - connectStarted, "refused in the grace period", "a new connect during the grace period was refused")
         // Open connections still work during the grace period.
         for (index, client) in clients.enumerated() {
             let message = ConformancePattern.bytes(count: 1000, seed: UInt64(1700 + index))

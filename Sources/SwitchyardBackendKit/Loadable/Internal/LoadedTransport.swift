@@ -70,6 +70,12 @@ final class LoadedTransport: Transport {
         // Checked here, where it is whole: across the C boundary a negative loop count
         // would read as "one per core".
         try configuration.validate()
+        // The library interface has no field for the switch: refuse it rather than drop it.
+        if configuration.stallTimeout != nil && !configuration.kernelStallDetection {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "a loaded backend cannot be made with kernelStallDetection off: the backend library interface does not carry that setting")
+        }
         var result: Result<OpaquePointer, TransportError>?
         withUnsafeMutablePointer(to: &result) { slot in
             configuration.withABI { configuration in
