@@ -2,7 +2,7 @@
 // after each wave what the process holds: open descriptors, libuv handles, resident memory.
 //
 //     churn [--backends bsd,libuv,memory] [--connections 10000] [--waves 10]
-//           [--concurrency 100] [--size 64]
+//           [--concurrency 100] [--size 64] [--no-header]
 //
 // Per backend: a server transport and a client transport of that backend, two event loops
 // each, in this process. The server echoes and, at the client's end of stream, shuts its
@@ -38,6 +38,7 @@ struct Settings {
     var waves = 10
     var concurrency = 100
     var size = 64
+    var header = true
 
     static func parse(_ arguments: [String]) -> Settings {
         var settings = Settings()
@@ -65,8 +66,9 @@ struct Settings {
             case "--waves": settings.waves = number("--waves", 1...10_000)
             case "--concurrency": settings.concurrency = number("--concurrency", 1...10_000)
             case "--size": settings.size = number("--size", 1...(1 << 20))
+            case "--no-header": settings.header = false
             case "-h", "--help":
-                print("usage: churn [--backends bsd,libuv,memory] [--connections N] [--waves W] [--concurrency C] [--size BYTES]")
+                print("usage: churn [--backends bsd,libuv,memory] [--connections N] [--waves W] [--concurrency C] [--size BYTES] [--no-header]")
                 exit(0)
             default:
                 fail("unknown argument '\(arguments[index])' (see --help)")
@@ -82,9 +84,11 @@ struct Settings {
 struct Churn {
     static func main() async {
         let settings = Settings.parse(Array(CommandLine.arguments.dropFirst()))
+        if settings.header {
         print("churn: \(settings.connections) connections in \(settings.waves) waves, \(settings.concurrency) at a time, \(settings.size) B echoed each; backends \(settings.backends.joined(separator: ", "))")
         print("| backend | wave | connections | fds | fds - baseline | uv handles | RSS KiB | RssAnon KiB | wave s | conns/s | settled ms |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        }
         fflush(nil)
         var failed = false
         for backend in settings.backends {
