@@ -2,9 +2,11 @@
 // as client and as server, for a set time; then a report. Run by `Benchmarks/soak/soak`
 // (root, network namespaces; see Benchmarks/soak/README.md).
 //
-//     soak [--seconds 600] [--fault-interval 3] [--stall-timeout 3] [--seed N] [--tag TAG]
+//     soak [--seconds 600] [--fault-interval 3] [--stall-timeout 3] [--seed N] [--tag TAG] [--verbose]
+//          [--faults reset,blackhole,switch,reclaim,suspend]
 //
-// TAG (default: the process id) ends the names of its namespaces and links.
+// TAG (default: the process id) ends the names of its namespaces and links; --verbose
+// lists every fault in the report; --faults limits the kinds injected (default: all).
 //
 // Layout: one process. A server transport per backend in the server's namespace, each
 // with a CallServer under its own Lifecycle (suspend policy close); a client transport per
@@ -45,6 +47,8 @@ struct Settings {
     var stallTimeout = 3.0
     var seed: UInt64 = 13
     var tag = "\(getpid())"
+    var verbose = false
+    var faults = FaultKind.allCases
 
     static func parse(_ arguments: [String]) -> Settings {
         var settings = Settings()
@@ -67,13 +71,22 @@ struct Settings {
             case "--fault-interval": settings.faultInterval = number("--fault-interval", 0.5...600)
             case "--stall-timeout": settings.stallTimeout = number("--stall-timeout", 1...60)
             case "--seed": settings.seed = UInt64(number("--seed", 0...1e15))
+            case "--verbose": settings.verbose = true
+            case "--faults":
+                let names = value("--faults").split(separator: ",").map(String.init)
+                settings.faults = names.map { name in
+                    guard let kind = FaultKind.allCases.first(where: { $0.name == name }) else {
+                        fail("--faults: no fault '\(name)' (use \(FaultKind.allCases.map(\.name).joined(separator: ", ")))")
+                    }
+                    return kind
+                }
             case "--tag":
                 settings.tag = value("--tag")
                 guard (1...9).contains(settings.tag.utf8.count), settings.tag.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x7a).contains($0) }) else {
                     fail("--tag '\(settings.tag)' must be 1 to 9 digits or lower-case letters (it ends interface names)")
                 }
             case "-h", "--help":
-                print("usage: soak [--seconds 600] [--fault-interval 3] [--stall-timeout 3] [--seed N] [--tag TAG]")
+                print("usage: soak [--seconds 600] [--fault-interval 3] [--stall-timeout 3] [--seed N] [--tag TAG] [--verbose] [--faults reset,blackhole,switch,reclaim,suspend]")
                 exit(0)
             default:
                 fail("unknown argument '\(arguments[index])' (see --help)")
@@ -95,6 +108,17 @@ enum FaultKind: String, CaseIterable, Sendable {
     case networkSwitch = "network switch (route moved, old link down)"
     case reclaimed = "reclaimed descriptor (dup2)"
     case suspend = "suspend/resume (server Lifecycle)"
+
+    /// The name `--faults` takes.
+    var name: String {
+        switch self {
+        case .reset: "reset"
+        case .blackHole: "blackhole"
+        case .networkSwitch: "switch"
+        case .reclaimed: "reclaim"
+        case .suspend: "suspend"
+        }
+    }
 }
 
 /// One fault injected: its kind, when, and the calls that ended after it (before the next).
@@ -105,6 +129,8 @@ final class FaultLog: Sendable {
         var detail: String
         var endings = 0
         var latest: Duration = .zero
+        /// The endings by code and reason.
+        var reasons: [String: Int] = [:]
     }
 
     private let entries = Mutex<[Entry]>([])
@@ -113,11 +139,31 @@ final class FaultLog: Sendable {
         entries.withLock { $0.append(Entry(kind: kind, at: at, detail: detail)) }
     }
 
-    /// A call ended with an error at `at`: counted against the latest fault before it.
-    func callFailed(at: ContinuousClock.Instant) {
+    /// The faults that can end a call with `error`: a reset comes from `ss -K` or from a
+    /// suspend (its connections are reset), a stall or connect timeout from a black hole,
+    /// and so on; nil for the rest (any fault).
+    static func causes(of error: TransportError) -> Set<FaultKind>? {
+        switch error.reason {
+        case .reset: [.reset, .suspend]
+        case .stalled, .connectTimeout: [.blackHole]
+        case .connectivityChanged: [.networkSwitch]
+        case .reclaimed: [.reclaimed]
+        case .refused, .suspended: [.suspend]
+        default: nil
+        }
+    }
+
+    /// A call ended with `error` at `at`: counted against the latest fault before it
+    /// that can cause it (any fault when no kind is known to).
+    func callFailed(at: ContinuousClock.Instant, error: TransportError) {
+        let reason = "\(error.code) (\(error.reason))"
+        let causes = Self.causes(of: error)
         entries.withLock { entries in
-            guard let index = entries.lastIndex(where: { $0.at <= at }) else { return }
+            guard let index = entries.lastIndex(where: { $0.at <= at && causes?.contains($0.kind) ?? true })
+                ?? entries.lastIndex(where: { $0.at <= at })
+            else { return }
             entries[index].endings += 1
+            entries[index].reasons[reason, default: 0] += 1
             entries[index].latest = max(entries[index].latest, at - entries[index].at)
         }
     }
@@ -316,7 +362,7 @@ struct Soak {
                 var active = 0
                 while clock.now + .milliseconds(Int64(settings.faultInterval * 1000)) < deadline {
                     try? await Task.sleep(for: .milliseconds(Int64(settings.faultInterval * 1000)))
-                    if round.isEmpty { round = FaultKind.allCases.shuffled(using: &random) }
+                    if round.isEmpty { round = settings.faults.shuffled(using: &random) }
                     let kind = round.removeLast()
                     await inject(kind, network: network, servers: running, stall: stall, active: &active, faults: faults, counters: counters, random: &random)
                 }
@@ -390,17 +436,26 @@ struct Soak {
         print("- client calls and connects ended by reason: \(counters.clientEndings.all.map { "\($0.0) \($0.1)" }.joined(separator: "; "))")
         print("- server calls ended by reason: \(counters.serverEndings.all.map { "\($0.0) \($0.1)" }.joined(separator: "; "))")
         print("- faults injected: \(faultLog.count):")
-        for kind in FaultKind.allCases {
+        for kind in settings.faults {
             let ofKind = faultLog.filter { $0.kind == kind }
             let followed = ofKind.filter { $0.endings > 0 }
             let latest = followed.map(\.latest).max() ?? .zero
             let endings = ofKind.reduce(0) { $0 + $1.endings }
-            print("  - \(kind.rawValue): \(ofKind.count), \(endings) call endings after them (\(ofKind.count - followed.count) followed by none); the latest ending after its fault: \(milliseconds(latest)) ms")
+            var reasons: [String: Int] = [:]
+            for entry in ofKind { reasons.merge(entry.reasons, uniquingKeysWith: +) }
+            let byReason = reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            print("  - \(kind.rawValue): \(ofKind.count), \(endings) client call endings attributed to them (\(byReason.joined(separator: ", "))); \(ofKind.count - followed.count) followed by none; the longest from a fault to an ending attributed to it: \(milliseconds(latest)) ms")
         }
         let failedFaults = problems.filter { $0.hasPrefix("fault") }.count
         print("- descriptors: \(startDescriptors.count) at start, \(endDescriptors.count) at end\(opened.isEmpty ? " (the same kinds, as many of each)" : "; at end: \(opened.joined(separator: ", "))")")
         print("- RSS: \(startMemory.rss) KiB at start, \(endMemory.rss) KiB at end; anonymous \(startMemory.anon) KiB, \(endMemory.anon) KiB")
         if failedFaults > 0 { print("- faults that could not be injected: \(failedFaults)") }
+        if settings.verbose {
+            print("- every fault (seconds from the start, kind, detail, client call endings after it):")
+            for entry in faultLog {
+                print("  - \(format((entry.at - start).seconds)) s: \(entry.kind.rawValue), \(entry.detail): \(entry.reasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+            }
+        }
         if !summary.violations.isEmpty {
             passed = false
             print("- ledger violations (first \(summary.violations.count)):")
@@ -478,7 +533,7 @@ struct Soak {
             let now = ContinuousClock.now
             if let error = error as? TransportError {
                 counters.clientEndings.add("\(error.code) (\(error.reason))")
-                faults.callFailed(at: now)
+                faults.callFailed(at: now, error: error)
             } else {
                 counters.clientEndings.add("\(error)")
                 counters.problem("\(worker.progress.name): \(error)")
@@ -558,6 +613,11 @@ struct Xorshift: RandomNumberGenerator, Sendable {
         state ^= state << 17
         return state
     }
+}
+
+func format(_ seconds: Double) -> String {
+    let tenths = Int((seconds * 10).rounded())
+    return "\(tenths / 10).\(tenths % 10)"
 }
 
 func milliseconds(_ duration: Duration) -> Int {
