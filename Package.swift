@@ -234,7 +234,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardBackendsTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -28,6 +28,28 @@ let package = Package(
         ),
         // Not a server: the resident-memory floor of any Swift program (see its header).
         .executableTarget(name: "swift-floor", path: "Servers/swift-floor"),
+        // Connection churn: waves of connections opened, echoed and closed on each
+        // backend, with descriptors, libuv handles and RSS after each wave (./churn).
+        .executableTarget(
+            name: "churn",
+            dependencies: [
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardBackends", package: "switchyard"),
+                .product(name: "SwitchyardUV", package: "switchyard"),
+            ],
+            path: "Drivers/churn"
+        ),
+        // The soak: mixed load under faults across backends, in its own network
+        // namespaces, for minutes (soak/soak; root; not in CI).
+        .executableTarget(
+            name: "soak",
+            dependencies: [
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardBackends", package: "switchyard"),
+                .product(name: "SwitchyardNetlink", package: "switchyard"),
+            ],
+            path: "Drivers/soak"
+        ),
         // Microbenchmarks of the hot pieces, checked against Thresholds/ by ./check-thresholds.
         .executableTarget(
             name: "SwitchyardMicro",

@@ -231,6 +231,17 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         if ended { drainDeferred() }
     }
 
+    /// The handles open on this loop that are not closing (`uv_walk`), the loop's own
+    /// wake-up handle included. Call on the loop.
+    func openHandleCount() -> Int {
+        var count = 0
+        uv_walk(loop, { handle, argument in
+            guard let handle, uv_is_closing(handle) == 0 else { return }
+            argument!.assumingMemoryBound(to: Int.self).pointee += 1
+        }, &count)
+        return count
+    }
+
     /// Runs on the loop as its last task: no more work is taken, what was queued runs,
     /// the wake-up handle closes, and any handle still open is closed and counted as a
     /// leak. `uv_run` then returns, since nothing is left active.

@@ -90,6 +90,26 @@ public final class UVTransport: LifecycleTransport {
     /// that still had a handle open (a leak).
     public var loopCloseResults: [Int32]? { group.closeResults }
 
+    /// The libuv handles open on each loop (`uv_walk`, handles already closing not
+    /// counted), for leak checks such as `Benchmarks/churn` and the churn tests: one per
+    /// loop (its wake-up) when no connection, listener or connect is open, plus one per
+    /// open connection, listener and connect in progress (and its timer, if any). Hops to
+    /// each loop and waits for it; `nil` for a loop that has stopped.
+    public func openHandleCounts() async -> [Int?] {
+        var counts: [Int?] = []
+        for loop in group.loops {
+            let count = await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
+                loop.submit({
+                    continuation.resume(returning: loop.openHandleCount())
+                }, otherwise: {
+                    continuation.resume(returning: nil)
+                })
+            }
+            counts.append(count)
+        }
+        return counts
+    }
+
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
