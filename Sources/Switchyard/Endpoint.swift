@@ -98,7 +98,10 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
             portPart = text[text.index(after: colon)...]
             if hostPart.contains(":") { throw bad("an IPv6 literal needs brackets: [addr]:port") }
         }
-        guard let port = Int(portPart), (0...65535).contains(port) else { throw bad("port must be 0...65535") }
+        // Digits only: Int(_:) alone would also take a sign ("+80", "-0").
+        guard portPart.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = Int(portPart), (0...65535).contains(port) else {
+            throw bad("port must be 0...65535")
+        }
         try Endpoint.validate(host: String(hostPart))
         self.init(host: String(hostPart), port: port)
     }
@@ -193,7 +196,10 @@ public enum IPAddress {
                     result.append(UInt16(v4[2]) << 8 | UInt16(v4[3]))
                     continue
                 }
-                guard !field.isEmpty, field.utf8.count <= 4, let value = UInt16(field, radix: 16) else { return nil }
+                // Hex digits only: UInt16(_:radix:) alone would also take a sign ("+1").
+                guard !field.isEmpty, field.utf8.count <= 4,
+                      field.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }),
+                      let value = UInt16(field, radix: 16) else { return nil }
                 result.append(value)
             }
             return result

@@ -23,6 +23,8 @@ struct EndpointTests {
 
     @Test("Malformed endpoints fail with invalidArgument", arguments: [
         "127.0.0.1", "127.0.0.1:", "host:65536", "host:-1", "::1:80", "[::1:80", "[::1]80", ":80", "bad host:1", "a..b:1",
+        // A sign or a space in the port (found by the endpoint fuzzer: Int(_:) takes a sign).
+        "host:+80", "host:-0", "[::1]:+1", "host: 80",
     ])
     func malformed(text: String) {
         #expect {
@@ -44,7 +46,8 @@ struct EndpointTests {
             #expect(parsed.bytes.count == 16)
             #expect(IPAddress.formatIPv6(parsed.bytes) == formatted)
         }
-        for bad in ["1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":::", "1:2", "g::1", "::1%"] {
+        // "+1" and "-0": UInt16(_:radix:) takes a sign (found by the endpoint fuzzer).
+        for bad in ["1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":::", "1:2", "g::1", "::1%", "::+1", "-0::1", "1:2:3:4:5:6:7:+8"] {
             #expect(IPAddress.parseIPv6(bad) == nil, "\(bad) should not parse")
         }
         #expect(IPAddress.parseIPv6("fe80::1%eth0")?.zone == "eth0")
