@@ -144,11 +144,13 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         return .name
     }
 
-    /// `host:port`, with brackets around an IPv6 literal; `unix:PATH` for a path
-    /// endpoint (`unix:` alone for an unnamed socket).
+    /// `host:port`, with brackets around an IPv6 literal (and around the host name
+    /// `unix`, whose `unix:port` would parse as a path); `unix:PATH` for a path endpoint
+    /// (`unix:` alone for an unnamed socket). ``init(parsing:)`` reads it back as the
+    /// same endpoint.
     public var description: String {
         if let path { return "unix:\(path)" }
-        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        return host.contains(":") || host == "unix" ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 }
 

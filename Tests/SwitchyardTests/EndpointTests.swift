@@ -19,6 +19,10 @@ struct EndpointTests {
         #expect(try Endpoint(parsing: "localhost:0").port == 0)
         #expect(Endpoint(host: "[::1]", port: 1).host == "::1")
         #expect(Endpoint(host: "::1", port: 443).description == "[::1]:443")
+        // A host named unix is written in brackets: unix:80 is a path (found by the endpoint fuzzer).
+        #expect(try Endpoint(parsing: "[unix]:80") == Endpoint(host: "unix", port: 80))
+        #expect(Endpoint(host: "unix", port: 80).description == "[unix]:80")
+        #expect(try Endpoint(parsing: Endpoint(host: "unix", port: 80).description) == Endpoint(host: "unix", port: 80))
     }
 
     @Test("Malformed endpoints fail with invalidArgument", arguments: [
