@@ -37,12 +37,7 @@ final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Se
     let remoteAddress: Endpoint
 
     let loop: WorkerEventLoop
-    /// Loop-confined, except its `record` (a `let` of an atomic and a mutex), which
-    /// other threads read in place (``StreamConnection``'s `pendingWriteBytes`, late
-    /// writes): a formal read of `state` that may overlap the loop's modify accesses but
-    /// touches only that record's memory, never reassigned. So no runtime exclusivity
-    /// check (as BSDConnection's): ThreadSanitizer reported that overlap as an access race.
-    @exclusivity(unchecked) var state = ConnectionStateMachine()
+    var state = ConnectionStateMachine()
     private let lifecycle: TransportLifecycle<WorkerEventLoop>
     /// Bytes from the peer to this end.
     let inbound: MemoryPipe

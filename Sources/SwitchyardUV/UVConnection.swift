@@ -68,12 +68,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// The socket `descriptor` held when the connection was made (nil only if `fstat`
     /// failed then): see ``SocketIdentity``.
     private let identity: SocketIdentity?
-    /// Loop-confined, except its `record` (a `let` of an atomic and a mutex), which
-    /// other threads read in place (``StreamConnection``'s `pendingWriteBytes`, late
-    /// writes): a formal read of `state` that may overlap the loop's modify accesses but
-    /// touches only that record's memory, never reassigned. So no runtime exclusivity
-    /// check (as BSDConnection's): ThreadSanitizer reported that overlap as an access race.
-    @exclusivity(unchecked) var state = ConnectionStateMachine()
+    var state = ConnectionStateMachine()
 
     /// The first `inFlightCount` entries of the queue are in the `uv_write` in flight,
     /// `inFlightBytes` bytes in all.
