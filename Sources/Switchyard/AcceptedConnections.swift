@@ -66,7 +66,8 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     public func route(to handler: @escaping @Sendable (any Connection) -> Void) {
         let route = Route(handler)
         let queued = state.withLock { state in
-            state.route = route
+            // A finished sequence keeps no handler (see finish()).
+            if !state.finished { state.route = route }
             defer { state.queue = [] }
             return Array(state.queue)
         }
@@ -75,14 +76,22 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
 
     /// Ends the sequence and closes the connections no one took.
     public func finish() {
-        let (waiter, leftovers) = state.withLock { state -> (CheckedContinuation<(any Connection)?, Never>?, Deque<any Connection>) in
+        // The handler goes too (released here, outside the lock): no connection reaches
+        // it any more, and what it captured must not outlive the listener. A handler
+        // that captures the Lifecycle holding the listener made a cycle that kept both,
+        // and every connection they reached, for ever (found by AddressSanitizer's leak
+        // check on the kit's suspend scenarios).
+        let (waiter, leftovers, route) = state.withLock { state -> (CheckedContinuation<(any Connection)?, Never>?, Deque<any Connection>, Route?) in
             state.finished = true
             let waiter = state.waiter
             state.waiter = nil
             let leftovers = state.queue
             state.queue = []
-            return (waiter, leftovers)
+            let route = state.route
+            state.route = nil
+            return (waiter, leftovers, route)
         }
+        _ = route
         waiter?.resume(returning: nil)
         for connection in leftovers { connection.close() }
     }

@@ -163,9 +163,9 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
             TransportError(code: .invalidArgument, reason: .invalidAddress, message: why)
         }
         var host = Substring(host)
-        if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = host.dropFirst().dropLast() }
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]") && host.count >= 2
+        if bracketed { host = host.dropFirst().dropLast() }
         if host.isEmpty { throw bad("the host is empty") }
-        if IPAddress.parseIPv4(host) != nil { return }
         if let (_, zone) = IPAddress.parseIPv6(host) {
             // A zone is an interface's name (Linux: 1 to 15 bytes, no '/', no blank) or index.
             if let zone, zone.utf8.count > 15 || zone.utf8.contains(where: { $0 <= 0x20 || $0 == 0x2f || $0 == 0x7f }) {
@@ -173,6 +173,10 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
             }
             return
         }
+        if bracketed {
+            throw bad("invalid host \"[\(host)]\": brackets hold an IPv6 literal only")
+        }
+        if IPAddress.parseIPv4(host) != nil { return }
         if host.contains(":") || host.contains("%") {
             throw bad("invalid IPv6 literal \"\(host)\": \(IPAddress.ipv6Problem(host))")
         }
@@ -236,11 +240,13 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         return .name
     }
 
-    /// `host:port`, with brackets around an IPv6 literal; `unix:PATH` for a path
-    /// endpoint (`unix:` alone for an unnamed socket).
+    /// `host:port`, with brackets around an IPv6 literal (and around the host name
+    /// `unix`, whose `unix:port` would parse as a path); `unix:PATH` for a path endpoint
+    /// (`unix:` alone for an unnamed socket). ``init(parsing:)`` reads it back as the
+    /// same endpoint.
     public var description: String {
         if let path { return "unix:\(path)" }
-        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        return host.contains(":") || host == "unix" ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 }
 

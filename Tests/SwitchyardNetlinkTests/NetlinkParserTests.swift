@@ -76,6 +76,27 @@ struct NetlinkParserTests {
         ])
     }
 
+    @Test("An address of another size than its family's is left out (found by the netlink fuzzer)")
+    func addressOfWrongSize() {
+        let parsed = events { builder in
+            builder.message(type: RT.newAddress) { body in
+                body += [RT.familyIPv4, 24, 0, 0] + Self.u32(3)
+                NetlinkMessageBuilder.attribute(RT.addressLocal, [10, 0, 0], to: &body)
+            }
+            builder.message(type: RT.newAddress) { body in
+                body += [RT.familyIPv6, 64, 0, 0] + Self.u32(3)
+                NetlinkMessageBuilder.attribute(RT.addressAddress, [10, 0, 0, 2], to: &body)
+            }
+            builder.message(type: RT.newAddress) { body in
+                // A malformed IFA_LOCAL does not hide a good IFA_ADDRESS.
+                body += [RT.familyIPv4, 24, 0, 0] + Self.u32(4)
+                NetlinkMessageBuilder.attribute(RT.addressAddress, [10, 0, 0, 7], to: &body)
+                NetlinkMessageBuilder.attribute(RT.addressLocal, [], to: &body)
+            }
+        }
+        #expect(parsed == [.addressAdded(InterfaceAddress(interfaceIndex: 4, family: .ipv4, bytes: [10, 0, 0, 7], prefixLength: 24))])
+    }
+
     @Test("Default routes of the main table are kept, with metric and gateway")
     func defaultRoutes() {
         let parsed = events { builder in

@@ -19,10 +19,16 @@ struct EndpointTests {
         #expect(try Endpoint(parsing: "localhost:0").port == 0)
         #expect(Endpoint(host: "[::1]", port: 1).host == "::1")
         #expect(Endpoint(host: "::1", port: 443).description == "[::1]:443")
+        // A host named unix is written in brackets: unix:80 is a path (found by the endpoint fuzzer).
+        #expect(try Endpoint(parsing: "[unix]:80") == Endpoint(host: "unix", port: 80))
+        #expect(Endpoint(host: "unix", port: 80).description == "[unix]:80")
+        #expect(try Endpoint(parsing: Endpoint(host: "unix", port: 80).description) == Endpoint(host: "unix", port: 80))
     }
 
     @Test("Malformed endpoints fail with invalidArgument", arguments: [
         "127.0.0.1", "127.0.0.1:", "host:65536", "host:-1", "::1:80", "[::1:80", "[::1]80", ":80", "bad host:1", "a..b:1",
+        // A sign or a space in the port (found by the endpoint fuzzer: Int(_:) takes a sign).
+        "host:+80", "host:-0", "[::1]:+1", "host: 80",
     ])
     func malformed(text: String) {
         #expect {
@@ -44,7 +50,8 @@ struct EndpointTests {
             #expect(parsed.bytes.count == 16)
             #expect(IPAddress.formatIPv6(parsed.bytes) == formatted)
         }
-        for bad in ["1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":::", "1:2", "g::1", "::1%"] {
+        // "+1" and "-0": UInt16(_:radix:) takes a sign (found by the endpoint fuzzer).
+        for bad in ["1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":::", "1:2", "g::1", "::1%", "::+1", "-0::1", "1:2:3:4:5:6:7:+8"] {
             #expect(IPAddress.parseIPv6(bad) == nil, "\(bad) should not parse")
         }
         #expect(IPAddress.parseIPv6("fe80::1%eth0")?.zone == "eth0")

@@ -156,7 +156,10 @@ enum NetlinkParser {
         let index = Int32(bitPattern: payload.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
         var address: [UInt8]?
         var local: [UInt8]?
-        for attribute in attributes(in: UnsafeRawBufferPointer(rebasing: payload[RT.addressInfoSize...])) {
+        // An address of another size than the family's is malformed: left out, so that an
+        // InterfaceAddress always has 4 or 16 bytes.
+        let size = family == .ipv4 ? 4 : 16
+        for attribute in attributes(in: UnsafeRawBufferPointer(rebasing: payload[RT.addressInfoSize...])) where attribute.value.count == size {
             switch attribute.type {
             case RT.addressAddress: address = Array(attribute.value)
             case RT.addressLocal: local = Array(attribute.value)
