@@ -148,6 +148,8 @@ public enum ConformanceKit {
         .suspendKeepsConnections,              // 44
         .suspendExpiresOnTimeWithBlackHole,    // 45
         .suspendCallServer,                    // 46
+        .descriptorReuseNoCrossTalk,           // 60
+        .acceptUnderDescriptorExhaustion,      // 61
     ]
 
     /// The scenario named `name`, if any.

@@ -78,12 +78,21 @@ public final class UVTransport: LifecycleTransport {
     /// that still had a handle open (a leak).
     public var loopCloseResults: [Int32]? { group.closeResults }
 
+    /// Resolves `endpoint` and connects to its addresses the toolkit's way
+    /// (``HappyEyeballs``: IPv6 first, families alternating, a new attempt every 250 ms
+    /// while earlier ones are pending, the next one at once when one fails).
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        return try await UVConnector(
-            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings
-        ).connected()
+        let group = self.group
+        let lifecycle = self.lifecycle
+        let settings = self.settings
+        return try await HappyEyeballs.connect(
+            to: endpoint, timeout: options.timeout, discard: { $0.close() },
+            attempt: { address, timeout in
+                try await UVConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, settings: settings)
+                    .connected()
+            })
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

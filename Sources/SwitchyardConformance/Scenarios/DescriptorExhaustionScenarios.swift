@@ -1,0 +1,215 @@
+import Glibc
+import Switchyard
+import Synchronization
+
+// Accept when the process is out of descriptors: libuv's test `tcp_accept_emfile`-like
+// behaviour (KIT-CHECKLIST C6 for a listener: no busy loop; A10: accepting resumes).
+
+extension ConformanceScenario {
+    /// 61. Out of descriptors (`EMFILE`) with connections waiting to be accepted: the
+    /// listener does not spin, open connections keep working, and once descriptors free
+    /// up accepting resumes; a connection waiting meanwhile is accepted or ended (a
+    /// backend may shed it, as libuv does), never left hanging.
+    public static let acceptUnderDescriptorExhaustion = ConformanceScenario(
+        "Out of descriptors, a listener with connections waiting does not spin, open connections keep working, and accepting resumes once descriptors free up",
+        checklist: ["C6", "A10", "E4"], timeLimit: .seconds(120)
+    ) { context in
+        if context.serverTransportBackend?.usesSockets == false {
+            try context.skip("\(context.serverBackend) opens no descriptors: there are none to run out of")
+        }
+        if context.listensOnPaths { try context.skip("the kit's own clients for this scenario connect over TCP; \(context.serverBackend) listens on socket paths") }
+        let listener = try await context.listen()
+        defer { listener.close() }
+        let endpoint = context.endpoint(of: listener)
+
+        // Two connections open before: they must keep working while descriptors run out.
+        var open: [(client: AsyncConnection, server: any Connection)] = []
+        for _ in 0..<2 {
+            let client = AsyncConnection(try await context.connect(to: endpoint))
+            let server = try await context.accept(from: listener)
+            EchoHandler(server).start()
+            open.append((client, server))
+        }
+        for (index, pair) in open.enumerated() {
+            let ping = ConformancePattern.bytes(count: 512, seed: UInt64(610_000 + index))
+            try await context.step("an echo on open connection \(index)") { try await pair.client.write(ping) }
+            try context.expectBytes(try await context.read(exactly: ping.count, from: pair.client), ping, "the echo on open connection \(index) before")
+        }
+        // Every later connection is echoed from the moment it is accepted.
+        listener.acceptConnections { EchoHandler($0).start() }
+
+        // The kit's own client sockets exist before the table fills; connecting them
+        // needs no new descriptor.
+        let waiting = try (0..<4).map { _ in try RawClientSocket(for: endpoint) }
+        defer { for socket in waiting { socket.close() } }
+
+        let exhaustion = try DescriptorExhaustion.begin()
+        var exhausted = true
+        defer { if exhausted { exhaustion.end() } }
+        context.log("out of descriptors: \(exhaustion.fillers.count) filler descriptors, soft limit \(exhaustion.limit)")
+        for socket in waiting { try socket.startConnect(to: endpoint) }
+
+        // While the connections wait and no descriptor is free: CPU, and the open ones.
+        let cpuBefore = processCPUTime()
+        let wallStart = ContinuousClock.now
+        for round in 0..<5 {
+            for (index, pair) in open.enumerated() {
+                let ping = ConformancePattern.bytes(count: 512, seed: UInt64(611_000 + 10 * round + index))
+                try await context.step("an echo on open connection \(index) while out of descriptors") { try await pair.client.write(ping) }
+                try context.expectBytes(try await context.read(exactly: ping.count, from: pair.client), ping, "the echo on open connection \(index) while out of descriptors")
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let wall = ContinuousClock.now - wallStart
+        let cpu = processCPUTime() - cpuBefore
+        let stillExhausted = exhaustion.stillExhausted()
+        exhaustion.end()
+        exhausted = false
+        context.record("CPU while out of descriptors", cpu)
+        context.record("wall time out of descriptors", wall)
+        context.log("out of descriptors for \(wall): the process used \(cpu) of CPU")
+        try context.expect(stillExhausted, "the descriptor table had a free slot during the test (the test itself is broken)")
+        try context.expect(cpu < wall * 0.5, "the process used \(cpu) of CPU in \(wall) while out of descriptors with connections waiting: the listener spins on EMFILE")
+
+        // Descriptors are back: each waiting connection is accepted (its bytes echo) or
+        // was shed (end of stream or reset), within a bound.
+        var accepted = 0
+        var shed = 0
+        for (index, socket) in waiting.enumerated() {
+            let outcome = try await context.within(seconds: 15, "waiting connection \(index) was accepted or shed after descriptors freed up") {
+                await rawEchoOrEnd(socket, tag: UInt64(612_000 + index))
+            }
+            switch outcome {
+            case .echoed: accepted += 1
+            case .ended: shed += 1
+            case .failed(let why): try context.fail("waiting connection \(index): \(why)")
+            }
+        }
+        context.record("waiting connections accepted", count: accepted)
+        context.record("waiting connections shed", count: shed)
+        context.log("after descriptors freed up: \(accepted) waiting connections accepted, \(shed) shed")
+
+        // Accepting resumed: a new connection is accepted and echoes.
+        let started = ContinuousClock.now
+        let fresh = AsyncConnection(try await context.connect(to: endpoint))
+        let ping = ConformancePattern.bytes(count: 512, seed: 613_000)
+        try await context.step("an echo on a new connection after descriptors freed up") { try await fresh.write(ping) }
+        try context.expectBytes(try await context.read(exactly: ping.count, from: fresh, seconds: 10), ping, "the echo on a new connection after descriptors freed up")
+        context.record("new connection echoed after", ContinuousClock.now - started)
+        fresh.close()
+        for pair in open { pair.client.close() }
+    }
+}
+
+/// The outcome of a raw client's echo attempt.
+private enum RawEcho: Sendable {
+    case echoed
+    case ended
+    case failed(String)
+}
+
+/// Waits until `socket` is connected, sends an 8-byte tag and waits for it back; a
+/// connection the server shed ends instead. Bounded by the caller.
+private func rawEchoOrEnd(_ socket: RawClientSocket, tag: UInt64) async -> RawEcho {
+    let bytes = withUnsafeBytes(of: tag.littleEndian) { Array($0) }
+    while socket.wait(for: Int16(POLLOUT), milliseconds: 0) == 0 {
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    let code = socket.connectError()
+    if code == ECONNRESET || code == ECONNREFUSED || code == EPIPE { return .ended }
+    if code != 0 { return .failed("the connect failed: \(String(cString: strerror(code)))") }
+    if let error = socket.send(bytes) {
+        return error == EPIPE || error == ECONNRESET ? .ended : .failed("send failed: \(String(cString: strerror(error)))")
+    }
+    var received: [UInt8] = []
+    while !Task.isCancelled {
+        switch socket.receive() {
+        case .bytes(let more):
+            received += more
+            if received.count >= bytes.count {
+                return received == bytes ? .echoed : .failed("received \(received) for the tag \(bytes)")
+            }
+        case .endOfStream:
+            return .ended
+        case .failed(let error):
+            return error == ECONNRESET ? .ended : .failed("recv failed: \(String(cString: strerror(error)))")
+        case .nothing:
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+    return .failed("cancelled")
+}
+
+/// The process out of descriptors: the soft `RLIMIT_NOFILE` lowered to a little above
+/// the highest open descriptor, and every free number below it taken by a duplicate of
+/// `/dev/null`. ``end()`` closes the duplicates and restores the limit. Process-wide:
+/// the kit runs alone (it counts descriptors anyway).
+private final class DescriptorExhaustion: Sendable {
+    let fillers: [CInt]
+    let limit: rlim_t
+    private let saved: rlimit
+    private let ended = Atomic<Bool>(false)
+
+    private init(fillers: [CInt], limit: rlim_t, saved: rlimit) {
+        self.fillers = fillers
+        self.limit = limit
+        self.saved = saved
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func begin() throws -> DescriptorExhaustion {
+        var saved = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved) == 0 else {
+            throw Failure(description: "getrlimit(RLIMIT_NOFILE) failed")
+        }
+        let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard null >= 0 else { throw Failure(description: "cannot open /dev/null") }
+        let highest = DescriptorSnapshot.take().targets.keys.max() ?? null
+        let limit = rlim_t(highest + 1 + 8)
+        guard limit <= saved.rlim_cur else {
+            close(null)
+            throw Failure(description: "the soft descriptor limit \(saved.rlim_cur) is already below \(limit)")
+        }
+        var lowered = saved
+        lowered.rlim_cur = limit
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered) == 0 else {
+            close(null)
+            throw Failure(description: "setrlimit(RLIMIT_NOFILE, \(limit)) failed")
+        }
+        var fillers: [CInt] = [null]
+        fillers.reserveCapacity(Int(limit))
+        while fillers.count <= Int(limit) {
+            let copy = fcntl(null, F_DUPFD_CLOEXEC, 0)
+            if copy < 0 { break }
+            fillers.append(copy)
+        }
+        let code = errno
+        let exhaustion = DescriptorExhaustion(fillers: fillers, limit: limit, saved: saved)
+        guard code == EMFILE else {
+            exhaustion.end()
+            throw Failure(description: "filling the descriptor table stopped with \(String(cString: strerror(code))), not EMFILE")
+        }
+        return exhaustion
+    }
+
+    /// Whether no descriptor can be opened now (it opens none if so).
+    func stillExhausted() -> Bool {
+        let probe = fcntl(fillers[0], F_DUPFD_CLOEXEC, 0)
+        if probe >= 0 {
+            close(probe)
+            return false
+        }
+        return errno == EMFILE
+    }
+
+    /// Frees the descriptors and restores the limit. Idempotent.
+    func end() {
+        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for fd in fillers { close(fd) }
+        var restored = saved
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &restored)
+    }
+}
