@@ -150,6 +150,13 @@ public enum ConformanceKit {
         .suspendCallServer,                    // 46
         .descriptorReuseNoCrossTalk,           // 60
         .acceptUnderDescriptorExhaustion,      // 61
+        .connectTriesNextAddress,              // 62
+        .connectRacesUnansweredAddress,        // 63
+        .linkDownStallsCallsOverIPv6,          // 64
+        .blackHoleStallsCallsOverIPv6,         // 65
+        .injectedResetEndsCallOverIPv6,        // 66
+        .networkSwitchEndsCallsOverIPv6,       // 67
+        .linkLocalAddressKeepsScope,           // 68
     ]
 
     /// The scenario named `name`, if any.
