@@ -69,7 +69,11 @@ extension ConformanceScenario {
         context.record("wall time out of descriptors", wall)
         context.log("out of descriptors for \(wall): the process used \(cpu) of CPU")
         try context.expect(stillExhausted, "the descriptor table had a free slot during the test (the test itself is broken)")
-        try context.expect(cpu < wall * 0.5, "the process used \(cpu) of CPU in \(wall) while out of descriptors with connections waiting: the listener spins on EMFILE")
+        // A listener that spins on EMFILE burns a core: measured here 220 ms of CPU a
+        // second on a machine whose two cores were shared with a dozen busy processes,
+        // against 4 to 7 ms for a listener that waits; so the bound is a tenth of the
+        // wall time, not a half as for a reader (13), to catch a spin on a loaded machine.
+        try context.expect(cpu < wall * 0.1, "the process used \(cpu) of CPU in \(wall) while out of descriptors with connections waiting: the listener spins on EMFILE")
 
         // Descriptors are back: each waiting connection is accepted (its bytes echo) or
         // was shed (end of stream or reset), within a bound.
