@@ -48,6 +48,24 @@ struct HappyEyeballsTests {
         }
     }
 
+    @Test("An IP literal is one attempt with the whole timeout, and its failure is the connect's")
+    func literalIsOneAttempt() async throws {
+        let attempts = Attempts()
+        let given = Mutex<Duration?>(nil)
+        let error = await #expect(throws: TransportError.self) {
+            try await HappyEyeballs.connect(
+                to: Endpoint(host: "::1", port: 4242), timeout: .seconds(7), discard: attempts.discard
+            ) { address, timeout -> String in
+                attempts.start(address)
+                given.withLock { $0 = timeout }
+                throw Self.refused(address)
+            }
+        }
+        #expect(error?.reason == .refused)
+        #expect(attempts.hosts == ["::1"])
+        #expect(given.withLock { $0 } == .seconds(7))
+    }
+
     @Test("A refused address moves on to the next at once, not after the attempt delay")
     func refusedMovesOnAtOnce() async throws {
         let attempts = Attempts()

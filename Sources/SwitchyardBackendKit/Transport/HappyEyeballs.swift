@@ -49,13 +49,23 @@ public enum HappyEyeballs {
 
     /// Resolves `endpoint` (``Resolver/resolve(_:)``) and connects to its addresses as the
     /// type's documentation says, with `attempt`: one connect to one address, given the
-    /// time left, which must end with the calling task's cancellation (a
-    /// ``PendingConnect`` does). `discard` closes a connection that lost the race.
+    /// time left, which must end with the calling task's cancellation and must itself end
+    /// with `deadlineExceeded` once that time passes (a ``PendingConnect`` with its timer
+    /// does). `discard` closes a connection that lost the race. An IP literal is one
+    /// address: its attempt runs alone, with the whole timeout.
     public static func connect<Connected: Sendable>(
         to endpoint: Endpoint, timeout: Duration, attemptDelay: Duration = attemptDelay,
         discard: @escaping @Sendable (Connected) -> Void,
         attempt: @escaping @Sendable (SocketAddress, Duration) async throws -> Connected
     ) async throws -> Connected {
+        // One address, no lookup (the common case): the attempt alone, with its own timer.
+        if let literal = try SocketAddress(literal: endpoint) {
+            do {
+                return try await attempt(literal, timeout)
+            } catch is CancellationError {
+                throw TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect to \(literal) was cancelled")
+            }
+        }
         let start = ContinuousClock.now
         let deadline = start + timeout
         let timedOut = TransportError(
