@@ -65,6 +65,42 @@ final class RawClientSocket: @unchecked Sendable {
         return sent == bytes.count ? nil : (sent < 0 ? errno : EAGAIN)
     }
 
+    /// Waits for the connect, sends `bytes` and reads them back, all on this thread
+    /// (blocked in `poll`, at most `milliseconds` in all); nil when they came back
+    /// intact, else what went wrong.
+    func echo(_ bytes: [UInt8], milliseconds: Int32) -> String? {
+        let deadline = ContinuousClock.now + .milliseconds(Int(milliseconds))
+        func left() -> Int32 {
+            let rest = ContinuousClock.now.duration(to: deadline)
+            return max(0, Int32(rest.components.seconds * 1000 + rest.components.attoseconds / 1_000_000_000_000_000))
+        }
+        if wait(for: Int16(POLLOUT), milliseconds: left()) == 0 { return "not connected within \(milliseconds) ms" }
+        let code = connectError()
+        if code != 0 { return "the connect failed: \(String(cString: strerror(code)))" }
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count > 0 {
+                sent += count
+            } else if count < 0, errno == EAGAIN || errno == EINTR {
+                if wait(for: Int16(POLLOUT), milliseconds: left()) == 0 { return "send timed out after \(sent) bytes" }
+            } else {
+                return "send failed: \(String(cString: strerror(errno)))"
+            }
+        }
+        var received: [UInt8] = []
+        while received.count < bytes.count {
+            switch receive(upTo: bytes.count - received.count) {
+            case .bytes(let more): received += more
+            case .endOfStream: return "end of stream after \(received.count) of \(bytes.count) bytes"
+            case .failed(let error): return "recv failed: \(String(cString: strerror(error)))"
+            case .nothing:
+                if wait(for: Int16(POLLIN), milliseconds: left()) == 0 { return "received \(received.count) of \(bytes.count) bytes within \(milliseconds) ms" }
+            }
+        }
+        return received == bytes ? nil : "the echo differs from what was sent"
+    }
+
     /// What one read gave: bytes, end of stream, an errno, or nothing yet.
     enum Received {
         case bytes([UInt8])
