@@ -7,8 +7,12 @@
 ///   from outside the transport's own loops (they wait for the loop threads to end).
 ///   After shutdown, every descriptor and handle the transport opened is closed.
 /// - **connect(to:options:)** resolves a host name off the event loops, then connects.
-///   It returns a connection that is connected and not yet reading, or throws a
-///   ``TransportError``:
+///   A name with several addresses is tried as RFC 8305 (Happy Eyeballs) says: IPv6
+///   first, the families alternating; a new attempt every 250 ms while the earlier ones
+///   are pending, and at once when one fails; the first to connect wins and the others
+///   are abandoned, their descriptors closed. (`localhost` is `127.0.0.1` and `::1`,
+///   RFC 6761.) It returns a connection that is connected and not yet reading, or throws
+///   a ``TransportError`` (for a name whose every address failed, the last failure):
 ///   - nothing listens there: `unavailable`, reason `refused`, at once;
 ///   - the name does not resolve: `unavailable`, reason `name resolution`, at once
 ///     (never after a timeout);

@@ -55,26 +55,15 @@ public final class BSDTransport: LifecycleTransport {
     /// The number of event loops (threads).
     public var eventLoopCount: Int { group.loops.count }
 
+    /// Resolves `endpoint` and connects to its addresses the toolkit's way
+    /// (``HappyEyeballs``: IPv6 first, families alternating, a new attempt every 250 ms
+    /// while earlier ones are pending, the next one at once when one fails).
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let start = ContinuousClock.now
-        let addresses = try await Resolver.resolve(endpoint)
-        var lastError: TransportError?
-        for address in addresses {
-            let remaining = options.timeout - start.duration(to: .now)
-            if remaining <= .zero {
-                throw TransportError(code: .deadlineExceeded, reason: .connectTimeout, message: "connecting to \(endpoint) took longer than \(options.timeout)")
-            }
-            do {
-                return try await connect(to: address, timeout: remaining)
-            } catch let error as TransportError {
-                // Try the next address only when this one was not there.
-                guard error.code == .unavailable, error.reason == .refused || error.reason == .unreachable else { throw error }
-                lastError = error
-            }
-        }
-        throw lastError ?? TransportError.nameResolution(endpoint.host, detail: "no addresses")
+        return try await HappyEyeballs.connect(
+            to: endpoint, timeout: options.timeout, discard: { $0.close() },
+            attempt: { address, timeout in try await self.connect(to: address, timeout: timeout) })
     }
 
     private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {

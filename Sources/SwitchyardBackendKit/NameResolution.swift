@@ -9,6 +9,8 @@ public import Switchyard
 /// - Names under the special-use `.invalid` top-level domain fail at once without a
 ///   query, as RFC 6761 section 6.4 asks of resolver libraries: `unavailable`, reason
 ///   `name resolution`.
+/// - `localhost` and names under `.localhost` are the loopback addresses, `127.0.0.1`
+///   then `::1`, without a query (RFC 6761 section 6.3; ``isLocalhost(_:)``).
 /// - Any other failure to resolve fails the connect at once with the same code and
 ///   reason (never after a timeout).
 public enum NameResolution {
@@ -46,5 +48,13 @@ public enum NameResolution {
         if lowered == "invalid" || lowered.hasSuffix(".invalid") || lowered.hasSuffix(".invalid.") {
             throw TransportError.nameResolution(host, detail: "names under .invalid never resolve (RFC 6761)")
         }
+    }
+
+    /// Whether `host` is `localhost` or a name under `.localhost` (RFC 6761 section 6.3),
+    /// which resolve to the loopback addresses without a query.
+    public static func isLocalhost(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasSuffix(".") { name.removeLast() }
+        return name == "localhost" || name.hasSuffix(".localhost")
     }
 }

@@ -4,41 +4,35 @@ import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 
-/// One connect, on one loop: name resolution with `uv_getaddrinfo` (literals skip it),
-/// then `uv_tcp_connect` to each address in turn while they refuse or are unreachable.
+/// One connect attempt to one address, on one loop: `uv_tcp_connect`. (Name resolution
+/// and the choice among several addresses are the toolkit's: ``HappyEyeballs``.)
 ///
 /// It ends exactly once: connected (a ``UVConnection``), failed (the mapped libuv code),
-/// the name did not resolve (`unavailable`/`name resolution`, at once, also for names
-/// under `.invalid`, which are never queried: RFC 6761 section 6.4), timed out
-/// (`deadlineExceeded`/`connect timeout`, name resolution included), cancelled
-/// (`cancelled`/`task cancelled`) or ended by shutdown (`cancelled`/`shutdown`).
-/// Whatever ends it closes its handles unless a connection took the TCP handle over.
+/// timed out (`deadlineExceeded`/`connect timeout`), cancelled (`cancelled`/`task
+/// cancelled`) or ended by shutdown (`cancelled`/`shutdown`). Whatever ends it closes its
+/// handles unless a connection took the TCP handle over.
 ///
 /// Every libuv request it makes retains it until the request's callback, which always
-/// comes (with `UV_ECANCELED`/`UV_EAI_CANCELED` for requests it abandoned).
+/// comes (with `UV_ECANCELED` for a connect it abandoned).
 ///
 /// Safety of `@unchecked Sendable`: all state but `cancelRequested` (atomic) is touched
 /// only on `loop`; the rest is immutable.
 final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
-    private let endpoint: Endpoint
+    private let address: SocketAddress
     private let timeout: Duration
     private let registry: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
     private var continuation: CheckedContinuation<UVConnection, any Error>?
     private var keepAlive: UVConnector?
-    private var addresses: [SocketAddress] = []
-    private var nextAddress = 0
-    private var lastError: TransportError?
-    private var resolving: UnsafeMutablePointer<uv_getaddrinfo_t>?
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var attempt = 0
     private var timer: UnsafeMutablePointer<uv_timer_t>?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: UVEventLoop, endpoint: Endpoint, timeout: Duration, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings) {
+    init(loop: UVEventLoop, address: SocketAddress, timeout: Duration, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings) {
         self.loop = loop
-        self.endpoint = endpoint
+        self.address = address
         self.timeout = timeout
         self.registry = registry
         self.settings = settings
@@ -62,7 +56,7 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
     }
 
     private var cancelledError: TransportError {
-        TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect to \(endpoint) was cancelled")
+        TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect to \(address) was cancelled")
     }
 
     private func begin(_ continuation: CheckedContinuation<UVConnection, any Error>) {
@@ -78,26 +72,7 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
         }
         startTimer()
         guard self.continuation != nil else { return }
-        let literal: SocketAddress?
-        do {
-            literal = try SocketAddress(literal: endpoint)
-        } catch {
-            finish(.failure(error))
-            return
-        }
-        if let literal {
-            addresses = [literal]
-            connectNext()
-            return
-        }
-        let host = endpoint.host
-        do {
-            try NameResolution.checkResolvable(host)
-        } catch {
-            finish(.failure(error))
-            return
-        }
-        resolve(host)
+        connect()
     }
 
     private func startTimer() {
@@ -105,7 +80,7 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
         let status = uv_timer_init(loop.loop, timer)
         guard status == 0 else {
             timer.deallocate()
-            finish(.failure(UVErrorTable.error(status, "starting the connect timer for \(endpoint)")))
+            finish(.failure(UVErrorTable.error(status, "starting the connect timer for \(address)")))
             return
         }
         self.timer = timer
@@ -114,71 +89,14 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
             let connector = Unmanaged<UVConnector>.fromOpaque(timer!.pointee.data).takeUnretainedValue()
             connector.finish(.failure(TransportError(
                 code: .deadlineExceeded, reason: .connectTimeout,
-                message: "connecting to \(connector.endpoint) took longer than \(connector.timeout)")))
+                message: "connecting to \(connector.address) took longer than \(connector.timeout)")))
             connector.loop.drainDeferred()
         }, UInt64(StallSettings.milliseconds(timeout)), 0)
     }
 
-    // MARK: name resolution
-
-    private func resolve(_ host: String) {
-        let request = UnsafeMutablePointer<uv_getaddrinfo_t>.allocate(capacity: 1)
-        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_ADDRCONFIG
-        // libuv copies the node, the service and the hints.
-        let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
-            let connector = Unmanaged<UVConnector>.fromOpaque(request!.pointee.data).takeRetainedValue()
-            request!.deallocate()
-            var addresses: [SocketAddress] = []
-            var cursor = list
-            while let entry = cursor {
-                if let address = entry.pointee.ai_addr,
-                   address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
-                    addresses.append(SocketAddress(address))
-                }
-                cursor = entry.pointee.ai_next
-            }
-            uv_freeaddrinfo(list)
-            connector.resolved(status, addresses)
-            connector.loop.drainDeferred()
-        }, host, String(endpoint.port), &hints)
-        if status < 0 {
-            Unmanaged<UVConnector>.fromOpaque(request.pointee.data).release()
-            request.deallocate()
-            finish(.failure(UVErrorTable.nameResolution(status, host: host)))
-            return
-        }
-        resolving = request
-    }
-
-    private func resolved(_ status: Int32, _ found: [SocketAddress]) {
-        resolving = nil
-        guard continuation != nil else { return }
-        if status < 0 {
-            finish(.failure(UVErrorTable.nameResolution(status, host: endpoint.host)))
-            return
-        }
-        if found.isEmpty {
-            finish(.failure(.nameResolution(endpoint.host, detail: "no addresses")))
-            return
-        }
-        addresses = found
-        connectNext()
-    }
-
     // MARK: connecting
 
-    private func connectNext() {
-        guard continuation != nil else { return }
-        guard nextAddress < addresses.count else {
-            finish(.failure(lastError ?? .nameResolution(endpoint.host, detail: "no addresses")))
-            return
-        }
-        let address = addresses[nextAddress]
-        nextAddress += 1
+    private func connect() {
         attempt += 1
         let tcp = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
         let initStatus = uv_tcp_init(loop.loop, tcp)
@@ -218,7 +136,6 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
     private func connected(attempt number: Int, status: Int32) {
         // A callback for an attempt that was abandoned (UV_ECANCELED when its handle closed).
         guard continuation != nil, number == attempt, let tcp else { return }
-        let address = addresses[nextAddress - 1]
         guard status == 0 else {
             failed(UVErrorTable.error(status, "connecting to \(address)"))
             return
@@ -244,15 +161,10 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
         }
     }
 
-    /// This address failed: try the next one when it was not there, else end.
+    /// The attempt failed.
     private func failed(_ error: TransportError) {
         closeHandle()
-        if error.code == .unavailable, error.reason == .refused || error.reason == .unreachable {
-            lastError = error
-            connectNext()
-        } else {
-            finish(.failure(error))
-        }
+        finish(.failure(error))
     }
 
     private func closeHandle() {
@@ -267,11 +179,6 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
         if let timer {
             self.timer = nil
             uv_close(csy_uv_timer_handle(timer), uvFreeHandleOnClose)
-        }
-        if let resolving {
-            self.resolving = nil
-            // Its callback still comes (with UV_EAI_CANCELED if this worked) and frees it.
-            _ = uv_cancel(csy_uv_getaddrinfo_req(resolving))
         }
         closeHandle()
         registry.remove(self)

@@ -110,12 +110,21 @@ public final class UVTransport: LifecycleTransport {
         return counts
     }
 
+    /// Resolves `endpoint` and connects to its addresses the toolkit's way
+    /// (``HappyEyeballs``: IPv6 first, families alternating, a new attempt every 250 ms
+    /// while earlier ones are pending, the next one at once when one fails).
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        return try await UVConnector(
-            loop: group.next(), endpoint: endpoint, timeout: options.timeout, registry: lifecycle, settings: settings
-        ).connected()
+        let group = self.group
+        let lifecycle = self.lifecycle
+        let settings = self.settings
+        return try await HappyEyeballs.connect(
+            to: endpoint, timeout: options.timeout, discard: { $0.close() },
+            attempt: { address, timeout in
+                try await UVConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, settings: settings)
+                    .connected()
+            })
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
@@ -126,7 +135,11 @@ public final class UVTransport: LifecycleTransport {
         if let literal = try SocketAddress(literal: endpoint) {
             address = literal
         } else {
-            address = try await Self.resolveForListening(endpoint, on: loop)
+            // The toolkit's lookup, as for connects and as bsd does: the first address.
+            guard let first = try await Resolver.resolve(endpoint).first else {
+                throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
+            }
+            address = first
         }
         let group = self.group
         let lifecycle = self.lifecycle
@@ -147,58 +160,6 @@ public final class UVTransport: LifecycleTransport {
         }
         try lifecycle.admit(listener)
         return listener
-    }
-
-    /// The first address of a host name to listen on, resolved with `uv_getaddrinfo`.
-    private static func resolveForListening(_ endpoint: Endpoint, on loop: UVEventLoop) async throws -> SocketAddress {
-        let host = endpoint.host
-        try NameResolution.checkResolvable(host)
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SocketAddress, any Error>) in
-            final class Pending {
-                let continuation: CheckedContinuation<SocketAddress, any Error>
-                let host: String
-                init(_ continuation: CheckedContinuation<SocketAddress, any Error>, host: String) {
-                    self.continuation = continuation
-                    self.host = host
-                }
-            }
-            loop.submit({
-                let request = UnsafeMutablePointer<uv_getaddrinfo_t>.allocate(capacity: 1)
-                request.pointee.data = Unmanaged.passRetained(Pending(continuation, host: host)).toOpaque()
-                var hints = addrinfo()
-                hints.ai_family = AF_UNSPEC
-                hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
-                hints.ai_flags = AI_ADDRCONFIG | AI_PASSIVE
-                let status = uv_getaddrinfo(loop.loop, request, { request, status, list in
-                    let pending = Unmanaged<Pending>.fromOpaque(request!.pointee.data).takeRetainedValue()
-                    request!.deallocate()
-                    var first: SocketAddress?
-                    var cursor = list
-                    while let entry = cursor, first == nil {
-                        if let address = entry.pointee.ai_addr,
-                           address.pointee.sa_family == AF_INET || address.pointee.sa_family == AF_INET6 {
-                            first = SocketAddress(address)
-                        }
-                        cursor = entry.pointee.ai_next
-                    }
-                    uv_freeaddrinfo(list)
-                    if let first {
-                        pending.continuation.resume(returning: first)
-                    } else if status < 0 {
-                        pending.continuation.resume(throwing: UVErrorTable.nameResolution(status, host: pending.host))
-                    } else {
-                        pending.continuation.resume(throwing: TransportError.nameResolution(pending.host, detail: "no addresses"))
-                    }
-                }, host, String(endpoint.port), &hints)
-                if status < 0 {
-                    Unmanaged<Pending>.fromOpaque(request.pointee.data).release()
-                    request.deallocate()
-                    continuation.resume(throwing: UVErrorTable.nameResolution(status, host: host))
-                }
-            }, otherwise: {
-                continuation.resume(throwing: TransportError.transportShutdown())
-            })
-        }
     }
 
     /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``.

@@ -24,6 +24,9 @@ import Synchronization
 ///   `syw<PID>n<N>` / `syp<PID>n<N>` (`wlan1-<PID>n<N>` with peer `syv<PID>n<N>` for the
 ///   second Wi-Fi link) (at most 15 characters, the kernel's limit: a long
 ///   process id is written in base 36).
+/// - ``Family/ipv6``: the same layouts with IPv6 only: unique local addresses
+///   `fd00:214:S::1` and `fd00:214:S::2` (a `/64` per link, added `nodad` so they are
+///   usable at once), the server's address `fd00:214:100::1`, IPv6 default routes.
 /// - Nothing in the machine's own namespace is touched: veth pairs are made inside the
 ///   client's namespace with their peer in the server's, and nft rules go into a table
 ///   inside the server's namespace.
@@ -35,6 +38,16 @@ import Synchronization
 /// namespace (``makeTransport(_:in:configuration:)``, ``run(in:_:)``): their threads
 /// start there, so every socket they open belongs to it.
 final class FaultNetwork: Sendable {
+    /// The addresses and routes of the links.
+    enum Family: Sendable, CustomStringConvertible {
+        /// `10.214.S.1` and `10.214.S.2` on each link.
+        case ipv4
+        /// `fd00:214:S::1` and `fd00:214:S::2` on each link (IPv6 only).
+        case ipv6
+
+        var description: String { self == .ipv4 ? "IPv4" : "IPv6" }
+    }
+
     enum Layout: Sendable {
         /// One veth pair; the server listens on its end's address.
         case direct
@@ -46,24 +59,41 @@ final class FaultNetwork: Sendable {
         case twoWifi
     }
 
-    /// One veth pair from the client's namespace to the server's, on `10.214.S.0/24`.
+    /// One veth pair from the client's namespace to the server's, on `10.214.S.0/24` (or
+    /// `fd00:214:S::/64`).
     struct Path: Sendable, CustomStringConvertible {
         /// The client's end (in the client's namespace).
         let link: String
         /// The server's end (in the server's namespace).
         let peer: String
-        /// The client end's address, `10.214.S.1`: the source of connections over this path.
+        /// The client end's address, `10.214.S.1` (`fd00:214:S::1`): the source of
+        /// connections over this path.
         let clientAddress: String
-        /// The server end's address, `10.214.S.2`: the gateway of a default route over it.
+        /// The server end's address, `10.214.S.2` (`fd00:214:S::2`): the gateway of a
+        /// default route over it.
         let gateway: String
+        /// The length of the link's prefix: 24 (64).
+        let prefixLength: Int
+        /// With ``Family/ipv6``: the client end's link-local address (scoped to `link`).
+        static let clientLinkLocal = "fe80::1"
+        /// With ``Family/ipv6``: the server end's link-local address (scoped to `peer`).
+        static let peerLinkLocal = "fe80::2"
 
-        init(link: String, peer: String, subnet: Int) {
+        init(link: String, peer: String, subnet: Int, family: Family) {
             // Programmer misuse only: the kit's scenarios name their own links.
             precondition(link.utf8.count <= 15 && peer.utf8.count <= 15, "interface names are at most 15 bytes: \(link), \(peer) (a bug in the scenario)")
             self.link = link
             self.peer = peer
-            clientAddress = "10.214.\(subnet).1"
-            gateway = "10.214.\(subnet).2"
+            switch family {
+            case .ipv4:
+                clientAddress = "10.214.\(subnet).1"
+                gateway = "10.214.\(subnet).2"
+                prefixLength = 24
+            case .ipv6:
+                clientAddress = "fd00:214:\(subnet)::1"
+                gateway = "fd00:214:\(subnet)::2"
+                prefixLength = 64
+            }
         }
 
         var description: String { "\(link) (\(clientAddress))" }
@@ -82,6 +112,8 @@ final class FaultNetwork: Sendable {
     let paths: [Path]
     /// Where the server listens.
     let serverAddress: String
+    /// The addresses' family.
+    let family: Family
 
     /// The first path's client end.
     var clientLink: String { paths[0].link }
@@ -92,7 +124,8 @@ final class FaultNetwork: Sendable {
     private static let live = Mutex<[ObjectIdentifier: FaultNetwork]>([:])
     private let removed = Atomic<Bool>(false)
 
-    private init(number: Int, layout: Layout) {
+    private init(number: Int, layout: Layout, family: Family) {
+        self.family = family
         let pid = getpid()
         clientNamespace = "sykit-c-\(pid)-\(number)"
         serverNamespace = "sykit-s-\(pid)-\(number)"
@@ -103,20 +136,20 @@ final class FaultNetwork: Sendable {
         }
         switch layout {
         case .direct:
-            paths = [Path(link: name("syc"), peer: name("sys"), subnet: 1)]
+            paths = [Path(link: name("syc"), peer: name("sys"), subnet: 1, family: family)]
             serverAddress = paths[0].gateway
         case .wifiAndCellular:
             paths = [
-                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1),
-                Path(link: name("wwan0-"), peer: name("syp"), subnet: 2),
+                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1, family: family),
+                Path(link: name("wwan0-"), peer: name("syp"), subnet: 2, family: family),
             ]
-            serverAddress = "10.214.100.1"
+            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
         case .twoWifi:
             paths = [
-                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1),
-                Path(link: name("wlan1-"), peer: name("syv"), subnet: 3),
+                Path(link: name("wlan0-"), peer: name("syw"), subnet: 1, family: family),
+                Path(link: name("wlan1-"), peer: name("syv"), subnet: 3, family: family),
             ]
-            serverAddress = "10.214.100.1"
+            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
         }
     }
 
@@ -132,10 +165,11 @@ final class FaultNetwork: Sendable {
         ["/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"].map { $0 + name }.first { access($0, X_OK) == 0 }
     }
 
-    /// Makes the namespaces and the links of `layout`, every end up; on any failure
-    /// removes what it made and throws a description of the step that failed.
-    static func make(_ layout: Layout = .direct) throws -> FaultNetwork {
-        let network = FaultNetwork(number: counter.add(1, ordering: .relaxed).newValue, layout: layout)
+    /// Makes the namespaces and the links of `layout` with addresses of `family`, every
+    /// end up; on any failure removes what it made and throws a description of the step
+    /// that failed.
+    static func make(_ layout: Layout = .direct, family: Family = .ipv4) throws -> FaultNetwork {
+        let network = FaultNetwork(number: counter.add(1, ordering: .relaxed).newValue, layout: layout, family: family)
         live.withLock { $0[ObjectIdentifier(network)] = network }
         let c = network.clientNamespace, s = network.serverNamespace
         var steps: [[String]] = [
@@ -144,19 +178,31 @@ final class FaultNetwork: Sendable {
             ["ip", "-n", c, "link", "set", "lo", "up"],
             ["ip", "-n", s, "link", "set", "lo", "up"],
         ]
+        // IPv6 addresses without duplicate address detection: usable at once.
+        let flags = family == .ipv6 ? ["nodad"] : []
         for path in network.paths {
             steps += [
                 ["ip", "-n", c, "link", "add", path.link, "type", "veth", "peer", "name", path.peer, "netns", s],
-                ["ip", "-n", c, "addr", "add", "\(path.clientAddress)/24", "dev", path.link],
-                ["ip", "-n", s, "addr", "add", "\(path.gateway)/24", "dev", path.peer],
+                ["ip", "-n", c, "addr", "add", "\(path.clientAddress)/\(path.prefixLength)", "dev", path.link] + flags,
+                ["ip", "-n", s, "addr", "add", "\(path.gateway)/\(path.prefixLength)", "dev", path.peer] + flags,
                 ["ip", "-n", s, "link", "set", path.peer, "up"],
+            ]
+            if family == .ipv6 {
+                // Link-local addresses of the kit's own, usable at once (the ones the
+                // kernel makes are tentative until duplicate address detection ends).
+                steps += [
+                    ["ip", "-n", c, "addr", "add", "\(Path.clientLinkLocal)/64", "dev", path.link, "nodad"],
+                    ["ip", "-n", s, "addr", "add", "\(Path.peerLinkLocal)/64", "dev", path.peer, "nodad"],
+                ]
+            }
+            steps += [
                 ["ip", "-n", c, "link", "set", path.link, "up"],
             ]
         }
         if layout != .direct {
             steps += [
-                ["ip", "-n", s, "addr", "add", "\(network.serverAddress)/32", "dev", "lo"],
-                ["ip", "-n", c, "route", "add", "default", "via", network.paths[0].gateway, "dev", network.paths[0].link],
+                ["ip", "-n", s, "addr", "add", "\(network.serverAddress)/\(family == .ipv4 ? 32 : 128)", "dev", "lo"],
+                ["ip", "-n", c, network.familyOption, "route", "add", "default", "via", network.paths[0].gateway, "dev", network.paths[0].link],
             ]
         }
         for step in steps where !run(step) {
@@ -196,7 +242,12 @@ final class FaultNetwork: Sendable {
     /// Points the client's default route at `path` (`ip route replace`: it moves the
     /// route if there is one, adds it if not).
     func routeDefault(via path: Path) throws {
-        try Self.check(["ip", "-n", clientNamespace, "route", "replace", "default", "via", path.gateway, "dev", path.link])
+        try Self.check(["ip", "-n", clientNamespace, familyOption, "route", "replace", "default", "via", path.gateway, "dev", path.link])
+    }
+
+    /// `ip`'s option for the family: `-4` or `-6`.
+    private var familyOption: String {
+        family == .ipv4 ? "-4" : "-6"
     }
 
     /// Adds `address` (a `/24` of `path`'s subnet) to the client's end of `path`, as a
@@ -248,6 +299,29 @@ final class FaultNetwork: Sendable {
     func injectReset(port: Int) throws {
         try addTable()
         try nft(["add", "rule", "inet", "sykit", "in", "tcp", "dport", "\(port)", "reject", "with", "tcp", "reset"])
+    }
+
+    /// What ``breakLoopbackIPv6(port:_:)`` does to connects to `[::1]`.
+    enum LoopbackFault: Sendable {
+        /// Answered with an ICMPv6 address unreachable (the connect fails `EHOSTUNREACH`).
+        case unreachable
+        /// Dropped: the connect waits for its timeout.
+        case blackHole
+    }
+
+    /// Breaks IPv6 loopback connects to TCP `port` in the client's namespace (an nft rule
+    /// on its output hook); IPv4 loopback stays as it is.
+    func breakLoopbackIPv6(port: Int, _ fault: LoopbackFault) throws {
+        func clientNft(_ arguments: [String]) throws {
+            try Self.check(["ip", "netns", "exec", clientNamespace, "nft"] + arguments)
+        }
+        try clientNft(["add", "table", "inet", "sykitc"])
+        try clientNft(["add", "chain", "inet", "sykitc", "out", "{ type filter hook output priority 0; }"])
+        let verdict = switch fault {
+        case .unreachable: ["reject", "with", "icmpv6", "type", "addr-unreachable"]
+        case .blackHole: ["drop"]
+        }
+        try clientNft(["add", "rule", "inet", "sykitc", "out", "ip6", "daddr", "::1", "tcp", "dport", "\(port)"] + verdict)
     }
 
     private func addTable() throws {

@@ -21,9 +21,11 @@ extension ConformanceScenario {
     /// 30. A link taken down under a call in flight and under a call awaiting a reply.
     public static let linkDownStallsCalls = ConformanceScenario(
         "With a stall timeout, taking the link down ends a call with data in flight and a call awaiting a reply with unavailable (stalled) within the stall timeout plus one second",
-        checklist: ["I2", "E6"], timeLimit: .seconds(45)
-    ) { context in
-        try await context.withFaultNetwork { rig in
+        checklist: ["I2", "E6"], timeLimit: .seconds(45), run: linkDownStall(.ipv4))
+
+    /// 30 over `family`.
+    static func linkDownStall(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
+        try await context.withFaultNetwork(family: family) { rig in
             let (active, waiting) = try await rig.activeAndWaitingCalls()
             let fault = ContinuousClock.now
             try context.networkStep("taking the client's link down") { try rig.network.takeClientLinkDown() }
@@ -32,14 +34,16 @@ extension ConformanceScenario {
                 [("the call with data in flight", active.recorder), ("the call awaiting a reply", waiting.recorder)],
                 since: fault, fault: "the link went down")
         }
-    }
+    } }
 
     /// 31. A black hole with the carrier up, under the same two calls.
     public static let blackHoleStallsCalls = ConformanceScenario(
         "With a stall timeout, a black hole with the carrier up ends a call with data in flight and a call awaiting a reply with unavailable (stalled) within the stall timeout plus one second",
-        checklist: ["I2", "E6"], timeLimit: .seconds(45)
-    ) { context in
-        try await context.withFaultNetwork { rig in
+        checklist: ["I2", "E6"], timeLimit: .seconds(45), run: blackHoleStall(.ipv4))
+
+    /// 31 over `family`.
+    static func blackHoleStall(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
+        try await context.withFaultNetwork(family: family) { rig in
             let (active, waiting) = try await rig.activeAndWaitingCalls()
             let fault = ContinuousClock.now
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: rig.port) }
@@ -48,14 +52,16 @@ extension ConformanceScenario {
                 [("the call with data in flight", active.recorder), ("the call awaiting a reply", waiting.recorder)],
                 since: fault, fault: "the black hole opened")
         }
-    }
+    } }
 
     /// 32. A reset injected on the path ends the call at once.
     public static let injectedResetEndsCall = ConformanceScenario(
         "A reset injected on the path (nft reject with tcp reset) ends a call with unavailable (reset) at once (under 100 ms)",
-        checklist: ["E3", "E6"], timeLimit: .seconds(45)
-    ) { context in
-        try await context.withFaultNetwork { rig in
+        checklist: ["E3", "E6"], timeLimit: .seconds(45), run: injectedReset(.ipv4))
+
+    /// 32 over `family`.
+    static func injectedReset(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
+        try await context.withFaultNetwork(family: family) { rig in
             let (active, _) = try await rig.activeCall()
             try context.networkStep("injecting resets on the server port") { try rig.network.injectReset(port: rig.port) }
             let fault = ContinuousClock.now
@@ -68,7 +74,7 @@ extension ConformanceScenario {
             try context.expect(elapsed < atOnceBound, "the reset took \(fineMilliseconds(elapsed)) to end the call; expected at once (under \(milliseconds(atOnceBound)))")
             try context.expectWellBehaved(active.recorder, "the call after the reset")
         }
-    }
+    } }
 }
 
 /// A fault network with a call server inside, and the transports on both sides.
@@ -127,7 +133,7 @@ struct FaultRig: Sendable {
 }
 
 extension ConformanceContext {
-    /// Runs `body` with a fault network of `layout` and transports of this pair on both
+    /// Runs `body` with a fault network of `layout` (addresses of `family`) and transports of this pair on both
     /// sides of it, each made inside its namespace with the stall timeout. Skips the
     /// scenario (``ConformanceSkip``) without root or tools, and for a backend without
     /// TCP sockets.
@@ -137,7 +143,7 @@ extension ConformanceContext {
     /// as it is); a client backend that refuses the change with `invalidArgument` skips
     /// the scenario with its message.
     func withFaultNetwork(
-        _ layout: FaultNetwork.Layout = .direct,
+        _ layout: FaultNetwork.Layout = .direct, family: FaultNetwork.Family = .ipv4,
         clientSettings: @escaping @Sendable (inout TransportConfiguration) -> Void = { _ in },
         _ body: @escaping @Sendable (FaultRig) async throws -> Void
     ) async throws {
@@ -152,7 +158,7 @@ extension ConformanceContext {
         }
         let network: FaultNetwork
         do {
-            network = try FaultNetwork.make(layout)
+            network = try FaultNetwork.make(layout, family: family)
         } catch {
             try fail("could not make the fault network: \(error)")
         }

@@ -24,9 +24,11 @@ extension ConformanceScenario {
     /// 33. Wi-Fi to cellular: the monitor sees it, open calls end, the next call takes the new path.
     public static let networkSwitchEndsCalls = ConformanceScenario(
         "Moving the default route from a wlan0 link to a wwan0 link (the old link down): the netlink monitor reports wifi then cellular, the channel's open calls end with unavailable (connectivity changed) within 200 ms of the report, and a new call connects over the wwan0 link, from its address",
-        checklist: ["J1", "J3"], timeLimit: .seconds(45)
-    ) { context in
-        try await context.withMonitoredNetwork { rig in
+        checklist: ["J1", "J3"], timeLimit: .seconds(45), run: networkSwitch(.ipv4))
+
+    /// 33 over `family`.
+    static func networkSwitch(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
+        try await context.withMonitoredNetwork(family: family) { rig in
             let wifi = rig.wifi, cellular = rig.cellular
             let channel = rig.channel()
             defer { channel.close() }
@@ -51,7 +53,7 @@ extension ConformanceScenario {
                 reason: .connectivityChanged, report: report, command: command)
             try await rig.expectCallWorks(on: channel, over: cellular, "the first call after the switch")
         }
-    }
+    } }
 
     /// 34. No link at all: none, a call fails at once; a link returns: calls work.
     public static let noConnectivityFailsCallsAtOnce = ConformanceScenario(
@@ -248,9 +250,10 @@ extension ConformanceContext {
     /// afterwards, also when `body` fails. (With the ``FaultNetwork/Layout/twoWifi``
     /// layout, the rig's `cellular` path is the `wlan1-…` link.)
     func withMonitoredNetwork(
-        _ layout: FaultNetwork.Layout = .wifiAndCellular, _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
+        _ layout: FaultNetwork.Layout = .wifiAndCellular, family: FaultNetwork.Family = .ipv4,
+        _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
     ) async throws {
-        try await withFaultNetwork(layout) { rig in
+        try await withFaultNetwork(layout, family: family) { rig in
             let network = rig.network
             let monitor: NetlinkConnectivityMonitor
             do {
