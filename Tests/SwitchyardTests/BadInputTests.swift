@@ -72,6 +72,13 @@ struct BadInputTests {
         expectInvalidAddress(["invalid IPv6 literal \"\(host)\""]) { () throws(TransportError) in _ = try Endpoint(parsing: "[\(host)]:80") }
     }
 
+    @Test("Brackets hold an IPv6 literal only: a name or an IPv4 literal in them is named", arguments: [
+        "[example.com]", "[127.0.0.1]", "[String10]",
+    ])
+    func bracketsHoldIPv6Only(host: String) {
+        expectInvalidAddress(["invalid host \"\(host)\"", "brackets hold an IPv6 literal only"]) { () throws(TransportError) in try Endpoint.validate(host: host) }
+    }
+
     @Test("An IPv6 zone that cannot be an interface name is named", arguments: [
         "fe80::1%eth0/1", "fe80::1%a b", "fe80::1%eth\u{0}0", "fe80::1%" + String(repeating: "i", count: 16),
     ])
