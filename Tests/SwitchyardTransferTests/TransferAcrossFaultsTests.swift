@@ -48,8 +48,11 @@ struct TransferAcrossFaultsTests {
         defer { monitor.close() }
         #expect(monitor.current.category == .wifi && monitor.current.interface == layout.wifi)
 
+        // Paced at 80 MiB/s (about 3 s for the file): the faults come from progress reports,
+        // and an unpaced transfer can end before the last one lands.
         let storage = try DirectoryTransferStorage(directory: directory)
-        let server = try await TransferServer.start(transport: serverTransport, on: Endpoint(host: SwitchLayout.serverAddress, port: 0), storage: storage)
+        let paced = PacedStorage(storage, bytesPerSecond: 80 * 1_048_576)
+        let server = try await TransferServer.start(transport: serverTransport, on: Endpoint(host: SwitchLayout.serverAddress, port: 0), storage: paced)
         let lifecycle = Lifecycle(gracePeriod: .milliseconds(10))
         let channel = Channel(target: Endpoint(host: SwitchLayout.serverAddress, port: server.localAddress.port), transport: clientTransport, monitor: monitor)
         let registration = lifecycle.register(channel)

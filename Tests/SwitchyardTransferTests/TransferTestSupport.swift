@@ -26,6 +26,42 @@ final class HookedStorage: TransferStorage {
     func discard(id: String) throws { try inner.discard(id: id) }
 }
 
+/// A storage whose syncs take as long as a disk writing `bytesPerSecond` would (they
+/// sleep for the bytes since the last sync), so a test's transfer lasts long enough for
+/// faults driven by its progress to land mid-transfer however fast the machine is. The
+/// receiver syncs off its event loop, so the sleep holds back acknowledgements, not the
+/// loop.
+final class PacedStorage: TransferStorage {
+    let inner: any TransferStorage
+    let bytesPerSecond: Double
+    private let synced = Mutex<[String: UInt64]>([:])
+
+    init(_ inner: any TransferStorage, bytesPerSecond: Double) {
+        self.inner = inner
+        self.bytesPerSecond = bytesPerSecond
+    }
+
+    func record(for id: String) throws -> TransferRecord? {
+        let record = try inner.record(for: id)
+        synced.withLock { $0[id] = record?.durableOffset ?? 0 }
+        return record
+    }
+    func create(_ record: TransferRecord) throws { try inner.create(record) }
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws { try inner.write(bytes, at: offset, id: id) }
+    func sync(id: String, through offset: UInt64) throws {
+        let bytes = synced.withLock { synced -> UInt64 in
+            let last = synced[id] ?? 0
+            synced[id] = max(last, offset)
+            return offset > last ? offset - last : 0
+        }
+        usleep(useconds_t(Double(bytes) / bytesPerSecond * 1_000_000))
+        try inner.sync(id: id, through: offset)
+    }
+    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
+    func complete(id: String) throws { try inner.complete(id: id) }
+    func discard(id: String) throws { try inner.discard(id: id) }
+}
+
 /// Resets the server's open transfer calls once each time the bytes written cross one
 /// of `offsets` (a real reset of the call's connection: the sender sees `unavailable`).
 func breakCalls(of server: TransferServer, at offsets: [UInt64], in storage: HookedStorage) {

@@ -80,7 +80,7 @@ extension ConformanceScenario {
             @Sendable func scoped(_ address: String, _ name: String, _ index: Int) -> Set<String> { ["\(address)%\(name)", "\(address)%\(index)"] }
             @Sendable func notFound(_ error: any Error) -> Bool {
                 guard let error = error as? TransportError else { return false }
-                return error.code == .invalidArgument && error.message.contains("no interface named")
+                return error.code == .invalidArgument && error.message.contains("no interface")
             }
             // (The kit's steps run their bodies in tasks of their own, which do not inherit
             // an executor preference: each body sets it.)
