@@ -74,15 +74,7 @@ public final class BSDTransport: LifecycleTransport {
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let address: SocketAddress
-        if let literal = try SocketAddress(literal: endpoint) {
-            address = literal
-        } else {
-            guard let first = try await Resolver.resolve(endpoint).first else {
-                throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
-            }
-            address = first
-        }
+        let address = try await Resolver.listenAddress(for: endpoint)
         let loop = group.next()
         let group = self.group
         let lifecycle = self.lifecycle

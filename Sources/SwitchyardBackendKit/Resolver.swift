@@ -16,6 +16,18 @@ import Synchronization
 /// `name resolution`. A lookup ends at once with `cancelled`/`task cancelled` when the
 /// calling task is cancelled (the thread finishes the query and drops its answer).
 public enum Resolver {
+    /// The address a listener binds for `endpoint`: its literal, else the first address
+    /// its name resolves to (every backend listens the same way).
+    /// - Throws: `invalidArgument` for a malformed literal; `unavailable`/`name resolution`
+    ///   when the name has no address.
+    public static func listenAddress(for endpoint: Endpoint) async throws(TransportError) -> SocketAddress {
+        if let literal = try SocketAddress(literal: endpoint) { return literal }
+        guard let first = try await resolve(endpoint).first else {
+            throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
+        }
+        return first
+    }
+
     /// The addresses for `endpoint`, in the order the resolver gives them.
     public static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SocketAddress] {
         if let literal = try SocketAddress(literal: endpoint) { return [literal] }

@@ -131,16 +131,7 @@ public final class UVTransport: LifecycleTransport {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
         let loop = group.next()
-        let address: SocketAddress
-        if let literal = try SocketAddress(literal: endpoint) {
-            address = literal
-        } else {
-            // The toolkit's lookup, as for connects and as bsd does: the first address.
-            guard let first = try await Resolver.resolve(endpoint).first else {
-                throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
-            }
-            address = first
-        }
+        let address = try await Resolver.listenAddress(for: endpoint)
         let group = self.group
         let lifecycle = self.lifecycle
         let settings = self.settings
