@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
         .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
         .library(name: "SwitchyardTransfer", targets: ["SwitchyardTransfer"]),
+        .library(name: "SwitchyardServiceLifecycle", targets: ["SwitchyardServiceLifecycle"]),
         // A backend library for the loading tests: bsd exported through the C entry point
         // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
@@ -38,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
@@ -119,11 +122,34 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix"],
             swiftSettings: strict
         ),
+        // Switchyard's long-running parts as swift-service-lifecycle `Service`s (CallServer,
+        // the netlink monitor, SiteReachability, LifecycleSignals), and what the tools need
+        // to run in a `ServiceGroup` (ShutdownSignals: a second SIGTERM/SIGINT cancels). A module of its own rather than
+        // a dependency of the core: ServiceLifecycle brings swift-log, swift-async-algorithms
+        // and UnixSignals (Dispatch, Glibc) into whatever imports it, and the core is carried
+        // by every backend, including each backend library loaded at run time (its own
+        // copy). The core keeps the mechanism (CallServer.serve(), beginGracefulShutdown());
+        // this module only maps graceful shutdown and cancellation onto it.
+        .target(
+            name: "SwitchyardServiceLifecycle",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // Resumable transfers over calls (any backend): the protocol, the sender's
-        // `Transfer` and the receiver's `TransferServer`. SHA-256 from swift-crypto.
+        // `Transfer` and the receiver's `TransferServer`. SHA-256 from swift-crypto. The
+        // server is a swift-service-lifecycle `Service` here (an application-level module,
+        // unlike the core: see SwitchyardServiceLifecycle).
         .target(
             name: "SwitchyardTransfer",
-            dependencies: ["Switchyard", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "Switchyard", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
@@ -155,7 +181,9 @@ let package = Package(
         .executableTarget(
             name: "echo-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoServer",
@@ -173,7 +201,9 @@ let package = Package(
         .executableTarget(
             name: "connectivity-monitor",
             dependencies: [
-                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends",
+                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ConnectivityMonitor",
@@ -182,7 +212,9 @@ let package = Package(
         .executableTarget(
             name: "transfer-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferServer",
@@ -192,6 +224,9 @@ let package = Package(
             name: "transfer-client",
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
+                "SwitchyardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferClient",
@@ -225,6 +260,15 @@ let package = Package(
         .testTarget(
             name: "SwitchyardTransferTests",
             dependencies: ["Switchyard", "SwitchyardTransfer", "SwitchyardBackends", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardServiceLifecycleTests",
+            dependencies: [
+                "Switchyard", "SwitchyardMemory", "SwitchyardServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -65,7 +65,8 @@ public final class TransferServer: Sendable {
     }
 
     /// Every transfer that finished (received whole, SHA-256 checked, stored), in order.
-    /// One consumer; ends when the server is closed. Unread, the newest 1,024 are kept.
+    /// One consumer; ends when ``serve()`` returns (after ``close()``, once the open
+    /// transfers ended), or at ``closeNow()``. Unread, the newest 1,024 are kept.
     public var finished: AsyncStream<TransferRecord> { finishedStream }
 
     /// Transfer calls open now (counting those still before their offer).
@@ -89,10 +90,22 @@ public final class TransferServer: Sendable {
         for call in leases.calls { call.cancel() }
     }
 
-    /// Stops accepting; open transfers go on.
+    /// Waits until the server stopped: closed, every transfer call ended and its handler
+    /// returned (its last sync done). Cancelling the waiting task closes the server with
+    /// ``closeNow()``; the wait still ends only once the handlers returned. See
+    /// ``Switchyard/CallServer/serve()``.
+    public func serve() async {
+        await withTaskCancellationHandler {
+            await server.serve()
+        } onCancel: {
+            self.closeNow()
+        }
+        finishedContinuation.finish()
+    }
+
+    /// Stops accepting; open transfers go on (``serve()`` returns once they ended).
     public func close() {
         server.close()
-        finishedContinuation.finish()
     }
 
     /// Stops accepting and ends every open transfer call.

@@ -13,11 +13,7 @@ extension CallServer {
         lifecycle: Lifecycle, policy: SuspendPolicy,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
-        try options.validate()
-        let listener = try await lifecycle.listen(on: endpoint, using: transport)
-        let server = CallServer(listener: listener, options: options, makeHandler: makeHandler)
-        lifecycle.add(CallServerParticipant(server, policy: policy, listener: listener))
-        return server
+        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .handler(makeHandler))
     }
 
     /// Listens as ``start(transport:on:options:lifecycle:policy:makeHandler:)`` does; each
@@ -28,9 +24,18 @@ extension CallServer {
         lifecycle: Lifecycle, policy: SuspendPolicy,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
-        try await start(
-            transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy,
-            makeHandler: CallServer.asyncHandler(serve))
+        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .task(serve))
+    }
+
+    private static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallOptions, lifecycle: Lifecycle,
+        policy: SuspendPolicy, serving: Serving
+    ) async throws -> CallServer {
+        try options.validate()
+        let listener = try await lifecycle.listen(on: endpoint, using: transport)
+        let server = CallServer(listener: listener, options: options, serving: serving)
+        lifecycle.add(CallServerParticipant(server, policy: policy, listener: listener))
+        return server
     }
 }
 
