@@ -13,8 +13,10 @@
 //
 // It watches the network namespace it runs in (`ip netns exec NS connectivity-monitor`
 // watches NS), and runs until SIGINT or SIGTERM, `--count` changes, or `--duration`
-// seconds, whichever comes first; then it prints 'connectivity-monitor: stopped' and
-// exits 0.
+// seconds, whichever comes first; then it prints 'connectivity-monitor: stopped (REASON)'
+// and exits 0. It runs as a swift-service-lifecycle `ServiceGroup` (the monitor and the
+// reachability checker are its services); a second signal while it stops exits at once
+// (128 plus the signal's number).
 //
 // With `--reachability-url http://host[:port]/path [--reachability-timeout SECONDS]
 // [--backend NAME]` it also follows the site's reachability (SiteReachability: an
@@ -28,11 +30,14 @@
 //     2025-06-01T12:00:11.120Z reachability: portal (302, location http://login.example/)
 
 import ArgumentParser
-import Dispatch
 import Glibc
+import Logging
+import ServiceLifecycle
 import Switchyard
 import SwitchyardBackends
 import SwitchyardNetlink
+import SwitchyardServiceLifecycle
+import Synchronization
 
 @main
 struct ConnectivityMonitorCommand: AsyncParsableCommand {
@@ -94,7 +99,6 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let signals = signalStream(SIGINT, SIGTERM)
         let monitor: NetlinkConnectivityMonitor
         do {
             monitor = try NetlinkConnectivityMonitor(debounce: .milliseconds(debounceMilliseconds))
@@ -125,72 +129,73 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
                 fail("cannot follow reachability with backend '\(name)': \(error)")
             }
         }
-        let states = reachability?.updates
-        reachability?.start()
 
-        let limit = count
-        let seconds = duration
-        let reason = await withTaskGroup(of: String.self) { group in
-            if let states {
-                group.addTask {
-                    for await state in states {
-                        var line = "\(timestamp()) reachability: \(state)"
-                        if case .unreachable(let failure) = state { line += ": \(failure.message)" }
-                        print(line)
-                        fflush(nil)
-                    }
-                    // The sequence ends only when the checker stops, after this group.
-                    return "reachability ended"
+        // A ServiceGroup, started in this order and shut down in the reverse: the monitor
+        // (closed last), the reachability checker and its printer, the change printer, the
+        // timer. Whatever comes first ends the run gracefully: SIGINT or SIGTERM (the
+        // group's signal handling), --count changes, or --duration.
+        let reason = FirstReason()
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: monitor)]
+        if let reachability {
+            let states = reachability.updates
+            services.append(.init(service: reachability))
+            services.append(.init(service: ClosureService {
+                // Ends at the shutdown (the checker's sequence ends only when it stops, after this).
+                for await state in states.cancelOnGracefulShutdown() {
+                    var line = "\(timestamp()) reachability: \(state)"
+                    if case .unreachable(let failure) = state { line += ": \(failure.message)" }
+                    print(line)
+                    fflush(nil)
                 }
-            }
-            group.addTask {
+            }))
+        }
+        let limit = count
+        services.append(.init(
+            service: ClosureService {
                 var last = initial
                 var seen = 0
-                for await path in changes where path != last {
+                for await path in changes.cancelOnGracefulShutdown() where path != last {
                     last = path
                     seen += 1
                     print("\(timestamp()) \(shown(path))")
                     fflush(nil)
-                    if let limit, seen >= limit { return "\(seen) change\(seen == 1 ? "" : "s")" }
+                    if let limit, seen >= limit {
+                        reason.set("\(seen) change\(seen == 1 ? "" : "s")")
+                        return
+                    }
                 }
-                return "monitor ended"
-            }
-            group.addTask {
-                for await signal in signals { return signal == SIGINT ? "SIGINT" : "SIGTERM" }
-                return "signals ended"
-            }
-            if let seconds {
-                group.addTask {
-                    try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-                    return "\(seconds) s"
-                }
-            }
-            let first = await group.next() ?? "done"
-            group.cancelAll()
-            return first
+            },
+            successTerminationBehavior: .gracefullyShutdownGroup))
+        if let seconds = duration {
+            services.append(.init(
+                service: ClosureService {
+                    guard (try? await cancelWhenGracefulShutdown({ try await Task.sleep(for: .milliseconds(Int64(seconds * 1000))) })) != nil else { return }
+                    reason.set("\(seconds) s")
+                },
+                successTerminationBehavior: .gracefullyShutdownGroup))
         }
-        await reachability?.stop()
+        let signals = ShutdownSignals(onSignal: { signal, _ in reason.set(ShutdownSignals.name(of: signal)) })
+        let group = ServiceGroup(configuration: signals.configuration(running: services, logger: Logger(label: "connectivity-monitor")))
+        var status: Int32 = 0
+        do {
+            try await group.run()
+        } catch let forced as ForcedShutdown {
+            status = forced.exitStatus
+        } catch {
+            fail("\(error)")
+        }
         await transport?.shutdownNow()
-        print("connectivity-monitor: stopped (\(reason))")
+        print("connectivity-monitor: stopped (\(reason.value ?? "done"))")
         fflush(nil)
+        if status != 0 { Glibc.exit(status) }
     }
 }
 
-/// SIGINT and SIGTERM as an async sequence (dispatch sources; the default actions are
-/// turned off so the process does not die before it stops cleanly).
-private func signalStream(_ signals: Int32...) -> AsyncStream<Int32> {
-    AsyncStream { continuation in
-        // Dispatch sources are thread-safe but not marked Sendable; the only use after
-        // this is the one cancel in onTermination.
-        nonisolated(unsafe) let sources = signals.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
-        }
-        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
-    }
+/// Why the run ended: the first reason given wins.
+private final class FirstReason: Sendable {
+    private let reason = Mutex<String?>(nil)
+    func set(_ why: String) { reason.withLock { $0 = $0 ?? why } }
+    var value: String? { reason.withLock { $0 } }
 }
 
 /// A path as a line shows it: `wifi (wlan0) [192.168.1.20, 2001:db8::20]`.

@@ -22,8 +22,13 @@
 // the lib*.so files in the folders of SWITCHYARD_BACKEND_PATH are loaded too; `--backend`
 // then accepts their names.
 //
-// SIGINT or SIGTERM stops it gracefully (exit 0); a second signal during the grace
-// period stops it at once.
+// It runs as a swift-service-lifecycle `ServiceGroup`. SIGINT or SIGTERM stops it
+// gracefully: it stops accepting at once (new connects are refused), the open connections
+// (raw) or calls (framed) go on until their peers finish, then it exits 0. A second
+// signal meanwhile, or the end of --grace-period, stops it at once: open connections are
+// closed (calls end `cancelled`); after a second signal it exits with 128 plus the
+// signal's number (143 for SIGTERM, 130 for SIGINT), as a shell reports a process the
+// signal ended, since connections were cut.
 //
 // SIGTSTP suspends it (a `Lifecycle`, driven by the toolkit's `LifecycleSignals`): the
 // listener closes, so connects are refused, and the open connections follow
@@ -34,9 +39,12 @@
 
 import ArgumentParser
 import Glibc
+import Logging
+import ServiceLifecycle
 import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackends
+import SwitchyardServiceLifecycle
 import Synchronization
 
 @main
@@ -122,13 +130,6 @@ struct EchoServer: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Install the handlers before any transport thread exists.
-        let signals: AsyncStream<CInt>
-        do {
-            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
-        } catch {
-            fail("cannot handle SIGINT and SIGTERM: \(error)")
-        }
         let lifecycle = Lifecycle()
         let policy = suspendPolicy.policy
         let lifecycleSignals: LifecycleSignals
@@ -158,8 +159,9 @@ struct EchoServer: AsyncParsableCommand {
         }
         let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
 
-        // How to stop accepting: close the listener (raw) or the call server (framed).
-        let stopAccepting: () async -> Void
+        // The server, as the Service the group runs, and the lines that say it is ready.
+        let server: any Service
+        var ready: [String] = []
         switch mode {
         case .raw:
             let listener: SuspendableListener
@@ -169,19 +171,8 @@ struct EchoServer: AsyncParsableCommand {
                 await transport.shutdownNow()
                 fail("cannot listen on \(endpoint): \(error)")
             }
-            print("echo-server: listening on \(listener.localAddress) (backend \(transport.name))")
-            fflush(nil)
-
-            // Each accepted connection starts echoing on its own loop, with no task hop.
-            listener.acceptConnections { connection in
-                let handler = RawEchoHandler(connection)
-                connection.setHandler(handler)
-                handler.follow(lifecycle, policy: policy)
-                connection.startReading()
-            }
-            stopAccepting = {
-                listener.close()
-            }
+            server = RawEchoServer(listener: listener, lifecycle: lifecycle, policy: policy)
+            ready.append("echo-server: listening on \(listener.localAddress) (backend \(transport.name))")
 
         case .framed:
             let flowControl = self.flowControl == .on
@@ -190,9 +181,9 @@ struct EchoServer: AsyncParsableCommand {
             let options = CallOptions(
                 enableFlowControl: flowControl, maximumMessageSize: framedMaximumMessageSize,
                 flowController: flowControl ? FirstMessageAskedFlowController() : nil)
-            let server: CallServer
+            let callServer: CallServer
             do {
-                server = try await CallServer.start(
+                callServer = try await CallServer.start(
                     transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy
                 ) { call in
                     FramedEchoHandler(flowControl: flowControl)
@@ -201,28 +192,134 @@ struct EchoServer: AsyncParsableCommand {
                 await transport.shutdownNow()
                 fail("cannot listen on \(endpoint): \(error)")
             }
-            print("echo-server: framed mode, flow control \(flowControl ? "on" : "off")")
-            print("echo-server: listening on \(server.localAddress) (backend \(transport.name))")
-            fflush(nil)
-            stopAccepting = { server.close() }
+            server = callServer
+            ready.append("echo-server: framed mode, flow control \(flowControl ? "on" : "off")")
+            ready.append("echo-server: listening on \(callServer.localAddress) (backend \(transport.name))")
         }
 
-        let first = await ProcessSignals.next(of: signals)
-        print("echo-server: \(ProcessSignals.name(of: first)), shutting down")
-        fflush(nil)
-        lifecycleSignals.cancel()
-        announcements.cancel()
-        await stopAccepting()
-
-        // A second signal during the grace period cuts it short.
-        let forced = Task {
-            _ = await ProcessSignals.next(of: signals)
+        // The first SIGTERM or SIGINT shuts the group down gracefully: the signal driver
+        // stops (last in the group, so first to stop), then the server stops accepting at
+        // once and returns when its open connections have closed. A second one, or the
+        // grace period running out, cancels: open connections are closed at once.
+        let readyLines = ready
+        let signals = ShutdownSignals(
+            onReady: {
+                // Only now: a signal sent after this line is always handled.
+                for line in readyLines { print(line) }
+                fflush(nil)
+            },
+            onSignal: { signal, forced in
+                let name = ShutdownSignals.name(of: signal)
+                print(forced ? "echo-server: \(name) again, stopping at once" : "echo-server: \(name), shutting down")
+                fflush(nil)
+            })
+        let group = ServiceGroup(
+            configuration: signals.configuration(
+                running: [server, lifecycleSignals], logger: Logger(label: "echo-server"),
+                maximumGracefulShutdownDuration: .milliseconds(Int64(gracePeriod * 1000))))
+        var status: Int32 = 0
+        do {
+            try await group.run()
+        } catch let forced as ForcedShutdown {
+            status = forced.exitStatus
+        } catch {
             await transport.shutdownNow()
+            fail("\(error)")
         }
-        await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
-        forced.cancel()
+        announcements.cancel()
+        // Nothing is open any more (or it was just cut): the loops stop.
+        await transport.shutdownNow()
         print("echo-server: stopped")
         fflush(nil)
+        if status != 0 { Glibc.exit(status) }
+    }
+}
+
+/// Raw mode as a `Service`: echoes every connection the listener accepts
+/// (``RawEchoHandler``) until the group stops it.
+///
+/// - Graceful shutdown: the listener closes at once (new connects are refused) and
+///   `run()` returns once every open connection has closed: each ends when its peer
+///   shuts its output down and the echo of what it sent is out.
+/// - Cancellation: the listener closes and every open connection is closed at once.
+///
+/// The connections are tracked as they are accepted and closed (a lock taken twice per
+/// connection, never per read).
+final class RawEchoServer: Service, Sendable {
+    private struct State {
+        var open: [ObjectIdentifier: any Connection] = [:]
+        var closed = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let listener: SuspendableListener
+    private let state = Mutex(State())
+
+    init(listener: SuspendableListener, lifecycle: Lifecycle, policy: SuspendPolicy) {
+        self.listener = listener
+        // Each accepted connection starts echoing on its own loop, with no task hop.
+        listener.acceptConnections { [self] connection in
+            guard opened(connection) else {
+                // Accepted as the server closed: not served, as a connect after it.
+                connection.close()
+                return
+            }
+            let id = ObjectIdentifier(connection)
+            let handler = RawEchoHandler(connection) { [self] in self.closed(id) }
+            connection.setHandler(handler)
+            handler.follow(lifecycle, policy: policy)
+            connection.startReading()
+        }
+    }
+
+    func run() async throws {
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let done = state.withLock { state in
+                        if state.closed, state.open.isEmpty { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if done { continuation.resume() }
+                }
+            } onGracefulShutdown: {
+                self.stopAccepting()
+            }
+        } onCancel: {
+            for connection in self.stopAccepting() { connection.close() }
+        }
+    }
+
+    /// Closes the listener; returns the open connections.
+    @discardableResult
+    private func stopAccepting() -> [any Connection] {
+        listener.close()
+        let (open, waiter) = state.withLock { state -> ([any Connection], CheckedContinuation<Void, Never>?) in
+            state.closed = true
+            guard state.open.isEmpty else { return (Array(state.open.values), nil) }
+            defer { state.waiter = nil }
+            return ([], state.waiter)
+        }
+        waiter?.resume()
+        return open
+    }
+
+    private func opened(_ connection: any Connection) -> Bool {
+        state.withLock { state in
+            if state.closed { return false }
+            state.open[ObjectIdentifier(connection)] = connection
+            return true
+        }
+    }
+
+    private func closed(_ connection: ObjectIdentifier) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.open.removeValue(forKey: connection)
+            guard state.closed, state.open.isEmpty else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
     }
 }
 
@@ -320,9 +417,12 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     private var quiet = false
     /// The lifecycle registration, ended when the connection closes.
     private let registration = Mutex<LifecycleRegistration?>(nil)
+    /// Told when the connection closed (the server forgets it).
+    private let onClose: @Sendable () -> Void
 
-    init(_ connection: any Connection) {
+    init(_ connection: any Connection, onClose: @escaping @Sendable () -> Void) {
         self.connection = connection
+        self.onClose = onClose
     }
 
     func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {
@@ -388,6 +488,7 @@ final class RawEchoHandler: ConnectionHandler, @unchecked Sendable {
     func connectionDidClose(error: TransportError?) {
         connection = nil
         registration.withLock { $0 }?.cancel()
+        onClose()
     }
 }
 

@@ -32,17 +32,21 @@
 // process picked up a transfer the server held part of, not all (a restart with
 // --resume-state, or the same file sent again after an interrupted run).
 //
-// SIGINT or SIGTERM stops the send (the resume state is saved) and exits 1. Bad
+// The send runs in a swift-service-lifecycle `ServiceGroup`: SIGINT or SIGTERM stops it
+// gracefully (the resume state is saved) and it exits 1. Bad
 // arguments, and a file that is missing or cannot be read, exit 64 with a message;
 // a failed transfer exits 1 with the error.
 
 import ArgumentParser
 import Glibc
+import Logging
+import ServiceLifecycle
 import Switchyard
-import SwitchyardBackendKit
 import SwitchyardBackends
 import SwitchyardNetlink
+import SwitchyardServiceLifecycle
 import SwitchyardTransfer
+import Synchronization
 
 @main
 struct TransferClientCommand: AsyncParsableCommand {
@@ -152,13 +156,6 @@ struct Send: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Install the handlers before any transport thread exists.
-        let signals: AsyncStream<CInt>
-        do {
-            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
-        } catch {
-            fail("cannot handle SIGINT and SIGTERM: \(error)")
-        }
         let name = Backends.selectedName(explicit: backend)
         let transport: any Transport
         do {
@@ -197,27 +194,75 @@ struct Send: AsyncParsableCommand {
             for await report in transfer.progress { display.show(report) }
             display.finish()
         }
-        let interrupted = Task {
-            var iterator = signals.makeAsyncIterator()
-            guard let signal = await iterator.next() else { return }
-            writeStandardError("transfer-client: \(signal == SIGINT ? "SIGINT" : "SIGTERM"), stopping\n")
-            transfer.cancel()
-        }
+        // The send runs as the service of a ServiceGroup: the first SIGINT or SIGTERM shuts
+        // it down gracefully, which stops the send (the resume state is saved); a second
+        // one cancels the group (nothing more to stop). The send ending ends the group.
+        let sending = SendService(transfer: transfer, file: file, id: id)
+        let signals = ShutdownSignals(onSignal: { signal, forced in
+            writeStandardError("transfer-client: \(ShutdownSignals.name(of: signal))\(forced ? " again" : ""), stopping\n")
+        })
+        let group = ServiceGroup(
+            configuration: signals.configuration(
+                running: [
+                    ServiceGroupConfiguration.ServiceConfiguration(
+                        service: sending, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup)
+                ],
+                logger: Logger(label: "transfer-client")))
 
         let result: TransferResult
         do {
-            result = try await transfer.send(file: file, id: id)
+            try await group.run()
+            result = try sending.result
         } catch {
             await display.value
-            interrupted.cancel()
             await transport.shutdown(gracePeriod: .seconds(1))
             fail("\(error)\(advice(for: error))")
         }
         await display.value
-        interrupted.cancel()
         print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(result.resumes), sha256 \(result.sha256Hex)")
         fflush(nil)
         await transport.shutdown(gracePeriod: .seconds(1))
+    }
+}
+
+/// The send as a `Service`: `run()` sends the file; a graceful shutdown (the first
+/// SIGINT or SIGTERM) cancels the transfer, which saves its resume state and throws.
+final class SendService: Service, Sendable {
+    private let transfer: Transfer
+    private let file: String
+    private let id: String?
+    private let outcome = Mutex<Result<TransferResult, any Error>?>(nil)
+
+    init(transfer: Transfer, file: String, id: String?) {
+        self.transfer = transfer
+        self.file = file
+        self.id = id
+    }
+
+    func run() async throws {
+        let transfer = self.transfer
+        do {
+            let result = try await withGracefulShutdownHandler {
+                try await transfer.send(file: file, id: id)
+            } onGracefulShutdown: {
+                transfer.cancel()
+            }
+            outcome.withLock { $0 = .success(result) }
+        } catch {
+            outcome.withLock { $0 = .failure(error) }
+            throw error
+        }
+    }
+
+    /// What the send gave, once `run()` returned.
+    var result: TransferResult {
+        get throws {
+            guard let outcome = outcome.withLock({ $0 }) else {
+                throw TransportError(code: .cancelled, reason: .init("shutdown"), message: "the send did not run")
+            }
+            return try outcome.get()
+        }
     }
 }
 

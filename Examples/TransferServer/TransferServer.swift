@@ -12,15 +12,18 @@
 //
 // Prints `transfer-server: listening on HOST:PORT (backend NAME)` once it accepts calls,
 // then `transfer-server: received ID (N bytes, sha256 HEX) -> PATH` for each finished
-// file. SIGINT or SIGTERM stops it gracefully (exit 0): it stops accepting, open transfer
-// calls get the grace period, and what they synced stays for the senders to resume; a
-// second signal during the grace period stops it at once.
+// file. It runs as a swift-service-lifecycle `ServiceGroup`: SIGINT or SIGTERM stops it
+// gracefully (exit 0): it stops accepting at once, open transfer calls get the grace
+// period, and what they synced stays for the senders to resume; a second signal during
+// the grace period ends them at once (exit 128 plus the signal's number).
 
 import ArgumentParser
 import Glibc
+import Logging
+import ServiceLifecycle
 import Switchyard
-import SwitchyardBackendKit
 import SwitchyardBackends
+import SwitchyardServiceLifecycle
 import SwitchyardTransfer
 
 @main
@@ -97,13 +100,6 @@ struct TransferServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Install the handlers before any transport thread exists.
-        let signals: AsyncStream<CInt>
-        do {
-            signals = try ProcessSignals.stream([SIGINT, SIGTERM])
-        } catch {
-            fail("cannot handle SIGINT and SIGTERM: \(error)")
-        }
         let storage: DirectoryTransferStorage
         do {
             storage = try DirectoryTransferStorage(directory: dir)
@@ -125,10 +121,8 @@ struct TransferServerCommand: AsyncParsableCommand {
             await transport.shutdownNow()
             fail("cannot listen on \(endpoint): \(error)")
         }
-        print("transfer-server: listening on \(server.localAddress) (backend \(transport.name))")
-        fflush(nil)
 
-        // One line per finished file; ends when the server is closed.
+        // One line per finished file; ends once the server stopped.
         let announcements = Task {
             for await record in server.finished {
                 print("transfer-server: received \(record.id) (\(record.size) bytes, sha256 \(TransferDigest.hex(record.sha256))) -> \(storage.path(of: record.id))")
@@ -136,21 +130,38 @@ struct TransferServerCommand: AsyncParsableCommand {
             }
         }
 
-        let first = await ProcessSignals.next(of: signals)
-        print("transfer-server: \(ProcessSignals.name(of: first)), shutting down")
-        fflush(nil)
-        server.close()
-        await announcements.value
-
-        // A second signal during the grace period cuts it short.
-        let forced = Task {
-            _ = await ProcessSignals.next(of: signals)
+        // The first SIGTERM or SIGINT shuts the group down gracefully: the server stops
+        // accepting at once and open transfers go on; a second one, or the end of the
+        // grace period, ends them at once (what they synced stays for their senders).
+        let signals = ShutdownSignals(
+            onReady: {
+                // Only now: a signal sent after this line is always handled.
+                print("transfer-server: listening on \(server.localAddress) (backend \(transport.name))")
+                fflush(nil)
+            },
+            onSignal: { signal, forced in
+                let name = ShutdownSignals.name(of: signal)
+                print(forced ? "transfer-server: \(name) again, stopping at once" : "transfer-server: \(name), shutting down")
+                fflush(nil)
+            })
+        let group = ServiceGroup(
+            configuration: signals.configuration(
+                running: [server], logger: Logger(label: "transfer-server"),
+                maximumGracefulShutdownDuration: .milliseconds(Int64(gracePeriod * 1000))))
+        var status: Int32 = 0
+        do {
+            try await group.run()
+        } catch let forced as ForcedShutdown {
+            status = forced.exitStatus
+        } catch {
             await transport.shutdownNow()
+            fail("\(error)")
         }
-        await transport.shutdown(gracePeriod: .milliseconds(Int64(gracePeriod * 1000)))
-        forced.cancel()
+        await announcements.value
+        await transport.shutdownNow()
         print("transfer-server: stopped")
         fflush(nil)
+        if status != 0 { Glibc.exit(status) }
     }
 }
 

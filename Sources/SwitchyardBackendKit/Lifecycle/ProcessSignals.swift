@@ -18,7 +18,9 @@ import Synchronization
 ///   observer is cancelled. The pipe and the thread, once made, live as long as the
 ///   process.
 /// - Only this type should install handlers for the signals it observes: another
-///   `sigaction` for them replaces its handler.
+///   `sigaction` for them replaces its handler. (The tools observe `SIGTSTP` and
+///   `SIGCONT` here, through ``LifecycleSignals``; `SIGTERM` and `SIGINT` belong to their
+///   swift-service-lifecycle `ServiceGroup`, which traps them through dispatch sources.)
 public enum ProcessSignals {
     /// Calls `observer` with each of `signals` that arrives, until the observation is
     /// cancelled.
@@ -64,25 +66,6 @@ public enum ProcessSignals {
         let observation = try observe(signals) { continuation.yield($0) }
         continuation.onTermination = { _ in observation.cancel() }
         return stream
-    }
-
-    /// The next signal of `signals`, or SIGTERM if the sequence ended: how a tool waits
-    /// for the signal that stops it.
-    public static func next(of signals: AsyncStream<CInt>) async -> CInt {
-        var iterator = signals.makeAsyncIterator()
-        return await iterator.next() ?? SIGTERM
-    }
-
-    /// A signal's name for messages: `SIGINT`, `SIGTERM`, ..., else `signal N`.
-    public static func name(of signal: CInt) -> String {
-        switch signal {
-        case SIGINT: "SIGINT"
-        case SIGTERM: "SIGTERM"
-        case SIGTSTP: "SIGTSTP"
-        case SIGCONT: "SIGCONT"
-        case SIGHUP: "SIGHUP"
-        default: "signal \(signal)"
-        }
     }
 
     private final class Observer: Sendable {

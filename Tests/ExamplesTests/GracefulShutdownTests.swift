@@ -1,0 +1,277 @@
+import Foundation
+import Testing
+
+/// `kill -TERM` on a running echo-server under load (issue 14, done-when 2): it runs in a
+/// swift-service-lifecycle ServiceGroup. The first signal stops accepting at once (a
+/// connect after it is refused), lets the open connections finish with every byte
+/// echoed, and the server exits 0 once they closed; a second signal while connections are
+/// open makes it exit at once, with 128 + 15 = 143 (what a shell reports for a process
+/// SIGTERM ended: the open connections were cut, not finished).
+///
+/// The load is raw sockets on threads of this process (several connections streaming in
+/// both directions at once, held mid-stream while the signal arrives); in framed mode the
+/// same bytes are 5-byte-prefixed messages, whose echo is the same byte stream followed
+/// by the call's OK status frame.
+@Suite("echo-server stops gracefully on SIGTERM, at once on a second", .serialized, .timeLimit(.minutes(3)))
+struct GracefulShutdownTests {
+    @Test("Under load, SIGTERM refuses new connects at once, open connections finish byte for byte, exit 0 after they close",
+          arguments: socketBackends, ["raw", "framed"])
+    func gracefulUnderLoad(backend: String, mode: String) async throws {
+        let (server, port) = try await startEchoServer(
+            backend: backend, extra: ["--mode", mode, "--event-loops", "2", "--grace-period", "60"])
+        defer { server.killIfRunning() }
+        let peers = try (0..<8).map { try StreamingPeer(port: port, index: $0, framed: mode == "framed") }
+        defer { for peer in peers { peer.abandon() } }
+        // Mid-stream: every connection has had part of its echo back and sends no more yet.
+        for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
+
+        let signalled = ContinuousClock.now
+        server.send(SIGTERM)
+        let refusedAfter = try await connectUntilRefused(port: port, within: .seconds(5)) - signalled
+        #expect(refusedAfter < .seconds(1), "a connect was refused only \(refusedAfter) after SIGTERM")
+        _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
+        // The open connections hold the server up.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
+
+        for peer in peers { peer.sendTheRest() }
+        var lastClosed = ContinuousClock.now
+        for peer in peers {
+            let outcome = try await peer.waitUntilDone(within: .seconds(60))
+            #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
+            #expect(outcome.received == peer.expectedTotal, "connection \(peer.index): \(outcome.received) of \(peer.expectedTotal) bytes")
+            #expect(outcome.error == nil, "connection \(peer.index): \(outcome.error ?? "")")
+            lastClosed = max(lastClosed, outcome.endedAt)
+        }
+        let ending = await server.wait(timeout: .seconds(10))
+        let exitAfter = ContinuousClock.now - lastClosed
+        #expect(ending == .exit(0), "\(server.report)")
+        #expect(exitAfter < .seconds(5), "exited \(exitAfter) after the last connection closed")
+        #expect(server.stdout.hasSuffix("echo-server: stopped\n"), "\(server.report)")
+        print("measured (\(backend), \(mode)): connect refused \(milliseconds(refusedAfter)) ms after SIGTERM; exit \(milliseconds(exitAfter)) ms after the last of 8 connections closed")
+    }
+
+    @Test("A second SIGTERM while connections are open makes echo-server exit at once, with 143",
+          arguments: socketBackends, ["raw", "framed"])
+    func secondSignalStopsAtOnce(backend: String, mode: String) async throws {
+        let (server, port) = try await startEchoServer(
+            backend: backend, extra: ["--mode", mode, "--event-loops", "2", "--grace-period", "60"])
+        defer { server.killIfRunning() }
+        let peers = try (0..<4).map { try StreamingPeer(port: port, index: $0, framed: mode == "framed") }
+        defer { for peer in peers { peer.abandon() } }
+        for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
+
+        server.send(SIGTERM)
+        _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
+
+        let second = ContinuousClock.now
+        server.send(SIGTERM)
+        let ending = await server.wait(timeout: .seconds(10))
+        let exitAfter = ContinuousClock.now - second
+        #expect(ending == .exit(143), "\(server.report)")
+        #expect(exitAfter < .seconds(2), "exited \(exitAfter) after the second SIGTERM")
+        #expect(server.stdout.contains("echo-server: SIGTERM again, stopping at once"), "\(server.report)")
+        // The open connections were cut: each peer sees its stream end short of the whole echo.
+        for peer in peers {
+            let outcome = try await peer.waitUntilDone(within: .seconds(5))
+            #expect(outcome.received < peer.expectedTotal, "connection \(peer.index) got everything: not cut")
+            #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
+        }
+        print("measured (\(backend), \(mode)): exit \(milliseconds(exitAfter)) ms after the second SIGTERM")
+    }
+}
+
+func milliseconds(_ duration: Duration) -> String {
+    let (seconds, attoseconds) = duration.components
+    let value = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+    return String(format: "%.1f", value)
+}
+
+/// Connects to 127.0.0.1:`port` every millisecond (closing what connects) until a connect
+/// is refused; returns when it was.
+func connectUntilRefused(port: Int, within limit: Duration) async throws -> ContinuousClock.Instant {
+    let until = ContinuousClock.now + limit
+    while ContinuousClock.now < until {
+        let (fd, error) = loopbackSocket(port: port)
+        if let fd {
+            close(fd)
+        } else if error == ECONNREFUSED {
+            return .now
+        } else {
+            throw SubprocessFailure("connect failed with errno \(error), not ECONNREFUSED")
+        }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+    throw SubprocessFailure("no connect was refused within \(limit)")
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, or the connect's errno.
+func loopbackSocket(port: Int) -> (fd: Int32?, errno: Int32) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return (nil, errno) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard result == 0 else {
+        let error = errno
+        close(fd)
+        return (nil, error)
+    }
+    return (fd, 0)
+}
+
+/// One connection streaming to an echo server: a writer thread sends `firstPart` bytes,
+/// waits for ``sendTheRest()``, sends the rest and shuts its output down; a reader thread
+/// reads until end of stream and compares every byte with what should come back.
+///
+/// Raw: 4 MiB of a pattern, echoed as it is. Framed: 128 messages of 32 KiB, each with
+/// its 5-byte prefix; the echo is the same bytes, then the call's OK status frame.
+///
+/// `@unchecked Sendable`: the threads share only `state` (behind its lock) and the
+/// immutable buffers; `proceed` is a semaphore.
+final class StreamingPeer: @unchecked Sendable {
+    struct Outcome {
+        var received = 0
+        var mismatch: String?
+        var error: String?
+        var done = false
+        var endedAt = ContinuousClock.now
+    }
+    let index: Int
+    let firstPart: Int
+    let expectedTotal: Int
+    private let fd: Int32
+    private let sent: [UInt8]
+    private let expected: [UInt8]
+    private let proceed = DispatchSemaphore(value: 0)
+    private let state = NSLock()
+    private var outcome = Outcome()
+
+    init(port: Int, index: Int, framed: Bool) throws {
+        self.index = index
+        let (fd, error) = loopbackSocket(port: port)
+        guard let fd else { throw SubprocessFailure("connect to the echo server failed: errno \(error)") }
+        self.fd = fd
+        var bytes: [UInt8] = []
+        if framed {
+            let payload = 32 * 1024
+            for message in 0..<128 {
+                bytes += [0, UInt8(payload >> 24), UInt8(payload >> 16 & 0xFF), UInt8(payload >> 8 & 0xFF), UInt8(payload & 0xFF)]
+                bytes += (0..<payload).map { Self.pattern(message * payload + $0, index) }
+            }
+        } else {
+            bytes = (0..<(4 << 20)).map { Self.pattern($0, index) }
+        }
+        sent = bytes
+        // Framed: the status frame of an OK call (flags 1, length 2, code 0, no reason).
+        expected = framed ? bytes + [1, 0, 0, 0, 2, 0, 0] : bytes
+        expectedTotal = expected.count
+        firstPart = sent.count / 4
+        Thread { self.write() }.start()
+        Thread { self.read() }.start()
+    }
+
+    static func pattern(_ offset: Int, _ connection: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: offset &* 31 &+ connection &* 7 &+ offset >> 9)
+    }
+
+    /// Lets the writer send the rest and half-close.
+    func sendTheRest() { proceed.signal() }
+
+    /// Unblocks the writer if the test ends early (the socket is closed by the reader).
+    func abandon() { proceed.signal() }
+
+    private func write() {
+        if !send(sent[0..<firstPart]) { return }
+        proceed.wait()
+        if !send(sent[firstPart...]) { return }
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
+    private func send(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let chunk = min(64 * 1024, bytes.endIndex - offset)
+            let n = bytes.withUnsafeBufferPointer { buffer in
+                Glibc.send(fd, buffer.baseAddress! + (offset - bytes.startIndex), chunk, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return false  // the server cut the connection; the reader says so
+            }
+            offset += n
+        }
+        return true
+    }
+
+    private func read() {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var received = 0
+        var failure: String?
+        var mismatch: String?
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                failure = "recv: errno \(errno)"
+                break
+            }
+            if n == 0 { break }
+            if mismatch == nil {
+                mismatch = compare(buffer[0..<n], at: received)
+            }
+            received += n
+            state.withLock { outcome.received = received }
+        }
+        close(fd)
+        state.withLock {
+            outcome.mismatch = mismatch
+            outcome.error = failure
+            outcome.done = true
+            outcome.endedAt = .now
+        }
+    }
+
+    /// Where `bytes`, received at `offset`, differ from what should come back; nil if not.
+    private func compare(_ bytes: ArraySlice<UInt8>, at offset: Int) -> String? {
+        guard offset + bytes.count <= expected.count else {
+            return "\(offset + bytes.count - expected.count) bytes more than expected"
+        }
+        let same = bytes.withUnsafeBytes { got in
+            expected.withUnsafeBytes { want in memcmp(got.baseAddress!, want.baseAddress! + offset, got.count) == 0 }
+        }
+        if same { return nil }
+        let at = zip(bytes, expected[offset...]).enumerated().first { $0.element.0 != $0.element.1 }!.offset
+        return "byte \(offset + at) is \(bytes[bytes.startIndex + at]), expected \(expected[offset + at])"
+    }
+
+    private var current: Outcome { state.withLock { outcome } }
+
+    /// Waits until at least `count` bytes came back.
+    func waitForEcho(atLeast count: Int) async throws {
+        let until = ContinuousClock.now + .seconds(20)
+        while current.received < count {
+            if current.done { throw SubprocessFailure("connection \(index) ended after \(current.received) bytes: \(current.error ?? current.mismatch ?? "end of stream")") }
+            guard ContinuousClock.now < until else { throw SubprocessFailure("connection \(index): only \(current.received) of \(count) bytes echoed in 20 s") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Waits until the reader saw the end of the stream.
+    func waitUntilDone(within limit: Duration) async throws -> Outcome {
+        let until = ContinuousClock.now + limit
+        while !current.done {
+            guard ContinuousClock.now < until else {
+                throw SubprocessFailure("connection \(index) did not end within \(limit) (\(current.received) of \(expectedTotal) bytes)")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return current
+    }
+}
