@@ -55,8 +55,10 @@ struct EchoServer: AsyncParsableCommand {
         discussion: """
             Prints 'echo-server: listening on HOST:PORT (backend NAME)' once it accepts \
             connections (in framed mode preceded by 'echo-server: framed mode, flow \
-            control on|off'), and runs until SIGINT or SIGTERM. SIGTSTP suspends it (the \
-            listener closes; open connections follow --suspend-policy) and prints \
+            control on|off'), and runs until SIGINT or SIGTERM: the first stops it \
+            gracefully (new connects are refused at once, open connections finish, exit \
+            0), a second one at once (exit 128 + the signal's number). SIGTSTP suspends it \
+            (the listener closes; open connections follow --suspend-policy) and prints \
             'suspended'; SIGCONT resumes it on the same port and prints 'resumed'.
             """)
 
@@ -88,7 +90,7 @@ struct EchoServer: AsyncParsableCommand {
     @Option(name: .customLong("event-loops"), parsing: .unconditional, help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
 
-    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open connections get to finish at shutdown.")
+    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open connections get to finish after SIGINT or SIGTERM; then they are closed.")
     var gracePeriod = 2.0
 
     @Option(name: .customLong("suspend-policy"), help: "What SIGTSTP does to open connections: 'close' closes them; 'keep' keeps them open and stops reading them until SIGCONT.")

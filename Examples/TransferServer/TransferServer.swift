@@ -60,7 +60,7 @@ struct TransferServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("event-loops"), parsing: .unconditional, help: "Event loop threads (default: one per core).")
     var eventLoops: Int?
 
-    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open transfers get to finish at shutdown.")
+    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open transfers get to finish after SIGINT or SIGTERM; then they are ended (their senders resume later).")
     var gracePeriod = 2.0
 
     func validate() throws {
