@@ -107,11 +107,12 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         }
         defer { monitor.close() }
 
-        // Observe first, then read the current path, so no change falls in between.
+        // Observe first, then read the current path, so no change falls in between. The
+        // path is printed once the signals are handled (below), and the printers start
+        // only after that line.
         let changes = monitor.changes
         let initial = monitor.current
-        print("connectivity-monitor: current \(shown(initial))")
-        fflush(nil)
+        let (ready, readyNow) = AsyncStream<Void>.makeStream()
 
         // Reachability, if asked for: its own transport and checker, following this monitor.
         var reachability: SiteReachability?
@@ -140,6 +141,7 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             let states = reachability.updates
             services.append(.init(service: reachability))
             services.append(.init(service: ClosureService {
+                for await _ in ready {}
                 // Ends at the shutdown (the checker's sequence ends only when it stops, after this).
                 for await state in states.cancelOnGracefulShutdown() {
                     var line = "\(timestamp()) reachability: \(state)"
@@ -152,6 +154,7 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         let limit = count
         services.append(.init(
             service: ClosureService {
+                for await _ in ready {}
                 var last = initial
                 var seen = 0
                 for await path in changes.cancelOnGracefulShutdown() where path != last {
@@ -174,7 +177,14 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
                 },
                 successTerminationBehavior: .gracefullyShutdownGroup))
         }
-        let signals = ShutdownSignals(onSignal: { signal, _ in reason.set(ShutdownSignals.name(of: signal)) })
+        let signals = ShutdownSignals(
+            onReady: {
+                // Only now: a signal sent after this line is always handled.
+                print("connectivity-monitor: current \(shown(initial))")
+                fflush(nil)
+                readyNow.finish()
+            },
+            onSignal: { signal, _ in reason.set(ShutdownSignals.name(of: signal)) })
         let group = ServiceGroup(configuration: signals.configuration(running: services, logger: Logger(label: "connectivity-monitor")))
         var status: Int32 = 0
         do {
