@@ -1,3 +1,26 @@
+// SwitchyardServiceLifecycle: Switchyard's long-running parts as swift-service-lifecycle
+// `Service`s, and ShutdownSignals for the tools.
+//
+// What is a Service, and why:
+// - CallServer (here) and TransferServer (in SwitchyardTransfer): they serve until told to
+//   stop, and a stop has two speeds: graceful (stop accepting, let open calls finish)
+//   and at once (cancel them).
+// - NetlinkConnectivityMonitor: a resource with a lifetime (a thread and a netlink
+//   socket) that others follow, so its end is ordered after theirs in a group.
+// - SiteReachability: background work (probes at start, on changes, with backoff) that
+//   runs until stopped.
+// - LifecycleSignals: drives a Lifecycle from SIGTSTP/SIGCONT until cancelled; in a group
+//   it stops first, so no suspend or resume touches a listener during the shutdown.
+// What is not:
+// - Lifecycle: state (listeners and connections to suspend and resume), no work of its
+//   own; LifecycleSignals or the app drives it.
+// - A SuspendableListener (or any Listener): it accepts for a server; the server that
+//   owns it is the Service (echo-server's raw mode has its own, RawEchoServer).
+// - Transport: its event loops outlive every service that uses them, and its own
+//   shutdown(gracePeriod:) already is graceful-then-forced; a tool shuts it down after
+//   its group returns. (An `any Transport` could not conform anyway.)
+// - Channel: a client's calls belong to the caller's tasks, which cancel them.
+
 public import ServiceLifecycle
 public import Switchyard
 
