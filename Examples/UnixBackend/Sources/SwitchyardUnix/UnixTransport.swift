@@ -35,7 +35,7 @@ public final class UnixTransport: LifecycleTransport {
     /// The name the backend is registered under.
     public static let backendName = "unix"
 
-    // doc-block begin
+    // doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)
     /// The registry entry: the `unix` backend on the `unix` network, listening for local
     /// tests on a fresh socket path (``temporaryEndpoint()``).
     public static let backend = TransportBackend(
