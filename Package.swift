@@ -41,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // `swift package generate-documentation` (scripts/docs): the DocC catalogs. A command
+        // plugin only: nothing of it is linked into Switchyard.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
@@ -289,6 +292,16 @@ let package = Package(
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",
+            swiftSettings: strict
+        ),
+        // Every Swift block of README.md and of the DocC articles, compiled and run (the
+        // blocks and the tests' marked regions are held to each other).
+        .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardBSD", "SwitchyardUV",
+                "SwitchyardMemory", "SwitchyardNetlink", "SwitchyardConformance",
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -15,6 +15,7 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "switchyard-unix",
+    // doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)
     products: [
         .library(name: "SwitchyardUnix", targets: ["SwitchyardUnix"]),
         // The backend as a shared library for hosts that load backends at run time
@@ -55,5 +56,6 @@ let package = Package(
             swiftSettings: strict
         ),
     ],
+    // doc-block end
     swiftLanguageModes: [.v6]
 )

@@ -5,6 +5,7 @@
 import SwitchyardBSD
 import SwitchyardBackendKit
 
+// doc-block begin (README.md shows this entry point; the loading tests load and run it)
 @_cdecl("switchyard_backend_entry")
 public func switchyardBackendEntry() -> UnsafeRawPointer {
     var backend = BSDTransport.backend
@@ -12,3 +13,4 @@ public func switchyardBackendEntry() -> UnsafeRawPointer {
     backend.summary = "bsd, loaded from a shared library (a test fixture)"
     return LoadableBackend.export(backend)
 }
+// doc-block end

@@ -35,11 +35,13 @@ public final class UnixTransport: LifecycleTransport {
     /// The name the backend is registered under.
     public static let backendName = "unix"
 
+    // doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)
     /// The registry entry: the `unix` backend on the `unix` network, listening for local
     /// tests on a fresh socket path (``temporaryEndpoint()``).
     public static let backend = TransportBackend(
         name: backendName, summary: "Unix-domain stream sockets on epoll event loops, for local links", usesSockets: true,
         network: "unix", localEndpoint: { UnixTransport.temporaryEndpoint() }, make: { try UnixTransport(configuration: $0) })
+    // doc-block end
 
     public var name: String { Self.backendName }
 

@@ -5,9 +5,11 @@
 import SwitchyardBackendKit
 import SwitchyardUnix
 
+// doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)
 /// The one symbol a backend library exports: the table of C functions that hands the
 /// `unix` backend over (see `LoadableBackend`).
 @_cdecl("switchyard_backend_entry")
 public func switchyardBackendEntry() -> UnsafeRawPointer {
     LoadableBackend.export(UnixTransport.backend)
 }
+// doc-block end

@@ -3,6 +3,7 @@ import SwitchyardConformance
 import SwitchyardUnix
 import Testing
 
+// doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)
 /// The whole conformance kit over `unix→unix`, one test case per scenario.
 ///
 /// Serialized: the kit counts the process's open descriptors around each run to catch
@@ -30,3 +31,4 @@ struct UnixConformanceTests {
         }
     }
 }
+// doc-block end
