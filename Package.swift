@@ -38,6 +38,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        // echo-client's latency percentiles.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // The examples' tests start the tools as child processes with it.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
@@ -166,6 +170,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Examples/EchoClient",
             swiftSettings: strict
@@ -249,7 +254,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExamplesTests",
-            dependencies: ["Switchyard"],
+            dependencies: ["Switchyard", .product(name: "Subprocess", package: "swift-subprocess")],
             exclude: ["reconnect-across-switch.sh"],
             swiftSettings: strict
         ),
