@@ -244,7 +244,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardConformanceTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
