@@ -40,7 +40,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         // echo-client's latency percentiles.
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
-        // The examples' tests start the tools as child processes with it.
+        // The tests start child processes (the tools, scripts, helpers) with it.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
@@ -253,6 +253,7 @@ let package = Package(
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",
+            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
             swiftSettings: strict
         ),
         .testTarget(
