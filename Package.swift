@@ -239,7 +239,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardBackendsTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
