@@ -103,7 +103,7 @@ struct EchoClient: AsyncParsableCommand {
     @Option(name: .customLong("reconnect-timeout"), parsing: .unconditional, help: "With --reconnect: seconds to keep trying after a failure.")
     var reconnectTimeout = 30.0
 
-    @Flag(help: "Print the report as one JSON object on standard output, for machines (schema below).")
+    @Flag(help: "Print the report as one JSON object on standard output, for machines (its fields: above).")
     var json = false
 
     func validate() throws {
