@@ -33,6 +33,9 @@ final class Subprocess: Sendable {
     /// a `nil` value, removed from) this process's environment.
     /// - Throws: if `executable` is not an executable file. The child starts in the
     ///   background: everything else waits for it (``pid`` at most until it is started).
+    ///   `init` does not wait itself: swift-subprocess spawns in an async call, and a
+    ///   synchronous `init` blocking on it could hold the threads (two on a two-core
+    ///   machine) that the spawn needs.
     init(
         _ executable: String, _ arguments: [String], environment: [String: String?] = [:],
         name: String? = nil, hardTimeout: Duration = .seconds(60)
