@@ -44,6 +44,10 @@ let package = Package(
         // `swift package generate-documentation` (scripts/docs): the DocC catalogs. A command
         // plugin only: nothing of it is linked into Switchyard.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // echo-client's latency percentiles.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // The tests start child processes (the tools, scripts, helpers) with it.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
@@ -197,6 +201,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Examples/EchoClient",
             swiftSettings: strict
@@ -281,17 +286,24 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardBackendsTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardConformanceTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",
+            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
             swiftSettings: strict
         ),
         // Every Swift block of README.md and of the DocC articles, compiled and run (the
@@ -306,7 +318,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExamplesTests",
-            dependencies: ["Switchyard"],
+            dependencies: ["Switchyard", .product(name: "Subprocess", package: "swift-subprocess")],
             exclude: ["reconnect-across-switch.sh"],
             swiftSettings: strict
         ),

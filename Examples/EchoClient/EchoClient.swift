@@ -20,7 +20,10 @@
 // With `--path`, it connects to a Unix-domain socket path instead (for a backend of
 // socket paths, such as the `unix` backend of Examples/UnixBackend).
 //
-// Prints a summary; exits 1 on any error or mismatch.
+// Prints a summary; exits 1 on any error or mismatch. Latency percentiles come from an
+// HdrHistogram (RunStatistics.swift). Runs longer than 2 s show a progress line on
+// standard error (ProgressLine.swift). `--json` prints the report as one JSON object
+// instead (its schema: JSONReport.swift, and `echo-client --help`).
 
 import ArgumentParser
 import Glibc
@@ -36,7 +39,20 @@ struct EchoClient: AsyncParsableCommand {
         abstract: "Sends messages to a TCP echo server over a Switchyard backend and checks the echoes.",
         discussion: """
             Prints a summary: messages, bytes, time, throughput (echoed bytes), and the \
-            p50 and p99 round-trip latency. Exits 1 on any error or mismatched byte.
+            p50 and p99 round-trip latency (from an HdrHistogram, within 0.1%). Exits 1 on \
+            any error or mismatched byte. From 2 s into a run, a progress line on standard \
+            error (rewritten every second on a terminal, a line every 5 s otherwise) gives \
+            the messages done, the rate and the errors so far.
+
+            With --json, standard output is one JSON object at the end (also after a \
+            failure; the exit status is the same): schemaVersion (1), ok, failure (when \
+            not ok), backend, mode, flowControl (framed), endpoint, connections, \
+            messagesPerConnection, messageSizeBytes, messages, bytes, durationSeconds, \
+            messagesPerSecond, throughputMiBPerSecond, latency {p50Microseconds, \
+            p90Microseconds, p99Microseconds, p999Microseconds, maxMicroseconds}, errors \
+            (counts by TransportError code; badEcho for a wrong echo), errorCount, and \
+            reconnects (with --reconnect). The lines --reconnect prints go to standard \
+            error instead.
             """)
 
     static let maximumSize = 64 * 1024 * 1024
@@ -86,6 +102,9 @@ struct EchoClient: AsyncParsableCommand {
 
     @Option(name: .customLong("reconnect-timeout"), parsing: .unconditional, help: "With --reconnect: seconds to keep trying after a failure.")
     var reconnectTimeout = 30.0
+
+    @Flag(help: "Print the report as one JSON object on standard output, for machines (its fields: above).")
+    var json = false
 
     func validate() throws {
         guard (1...65535).contains(port) else {
@@ -138,6 +157,7 @@ struct EchoClient: AsyncParsableCommand {
     }
 
     func run() async throws {
+        reportsJSON.store(json, ordering: .relaxed)
         let name = Backends.selectedName(explicit: backend)
         let transport: any Transport
         do {
@@ -158,10 +178,9 @@ struct EchoClient: AsyncParsableCommand {
         if reconnect {
             do {
                 let netlink = try NetlinkConnectivityMonitor()
-                print("echo-client: network: \(netlink.current)")
+                say("echo-client: network: \(netlink.current)")
                 observation = netlink.observe { path in
-                    print("echo-client: \(timestamp()) network changed to \(path)")
-                    fflush(nil)
+                    say("echo-client: \(timestamp()) network changed to \(path)")
                 }
                 monitor = netlink
             } catch {
@@ -174,46 +193,95 @@ struct EchoClient: AsyncParsableCommand {
         }
         let channel = Channel(target: endpoint, transport: transport, connectOptions: options, monitor: monitor)
         let reconnectTimeout: Duration? = reconnect ? .milliseconds(Int64(self.reconnectTimeout * 1000)) : nil
+        let statistics = RunStatistics(concurrency: concurrency)
+        let progress = Task {
+            await ProgressLine(statistics: statistics, total: count * concurrency, reconnects: reconnect).run()
+        }
         let clock = ContinuousClock()
         let start = clock.now
-        var latencies: [Duration] = []
         do {
-            latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+            try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<concurrency {
                     group.addTask {
                         switch mode {
                         case .raw:
                             try await roundTrips(
                                 transport: transport, endpoint: endpoint, options: options,
-                                connection: index, count: count, size: size)
+                                connection: index, count: count, size: size, statistics: statistics)
                         case .framed:
                             try await framedRoundTrips(
                                 channel: channel, options: callOptions,
-                                connection: index, count: count, size: size, reconnectTimeout: reconnectTimeout)
+                                connection: index, count: count, size: size, statistics: statistics,
+                                reconnectTimeout: reconnectTimeout)
                         }
                     }
                 }
-                var all: [Duration] = []
-                all.reserveCapacity(count * concurrency)
                 // The first failure ends the group, which cancels the other connections.
-                for try await some in group { all += some }
-                return all
+                try await group.waitForAll()
             }
         } catch {
+            let elapsed = clock.now - start
+            progress.cancel()
+            await progress.value
             await transport.shutdownNow()
+            statistics.countError(errorCode(of: error))
+            if json {
+                print(report(transport: transport.name, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: "\(error)").text)
+                fflush(nil)
+            }
             fail("\(error)")
         }
         let elapsed = clock.now - start
+        progress.cancel()
+        await progress.value
         await transport.shutdown(gracePeriod: .seconds(1))
 
-        latencies.sort()
-        let messages = latencies.count
+        if json {
+            print(report(transport: transport.name, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: nil).text)
+            fflush(nil)
+            return
+        }
+        let latency = LatencySummary(statistics.merged())
+        let messages = statistics.messages
         let bytes = messages * size
         let seconds = elapsed.seconds
         let mibPerSecond = seconds > 0 ? Double(bytes) / seconds / (1024 * 1024) : 0
         let modeText = mode == .raw ? "" : "framed (flow control \(flowControl.rawValue)), "
         print("echo-client: backend \(transport.name), \(modeText)\(concurrency) connection\(concurrency == 1 ? "" : "s") x \(count) message\(count == 1 ? "" : "s") of \(size) B to \(endpoint)")
-        print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(percentile(latencies, 50))) us  p99 \(microseconds(percentile(latencies, 99))) us\(reconnect ? "  reconnects \(reconnectCount.load(ordering: .relaxed))" : "")")
+        print("messages \(messages)  bytes \(bytes)  time \(format(seconds, decimals: 2)) s  throughput \(format(mibPerSecond, decimals: 2)) MiB/s (echoed bytes)  latency p50 \(microseconds(latency.p50)) us  p99 \(microseconds(latency.p99)) us\(reconnect ? "  reconnects \(reconnectCount.load(ordering: .relaxed))" : "")")
+        fflush(nil)
+    }
+
+    /// The --json report of this run.
+    private func report(transport name: String, endpoint: Endpoint, statistics: RunStatistics, elapsed: Duration, failure: String?) -> JSONReport {
+        JSONReport(
+            ok: failure == nil, failure: failure, backend: name, mode: mode, flowControl: flowControl,
+            endpoint: "\(endpoint)", connections: concurrency, messagesPerConnection: count, messageSize: size,
+            messages: statistics.messages, seconds: elapsed.seconds, latency: LatencySummary(statistics.merged()),
+            errors: statistics.errors, reconnects: reconnect ? reconnectCount.load(ordering: .relaxed) : nil)
+    }
+}
+
+/// The key an error is counted under in the report: its ``TransportError/Code`` name, or
+/// `badEcho` for a wrong echo (bytes, length, or a message or status where none belonged).
+func errorCode(of error: any Error) -> String {
+    if let failure = error as? EchoFailure {
+        return failure.error.map { "\($0.code)" } ?? "badEcho"
+    }
+    if let error = error as? TransportError { return "\(error.code)" }
+    return "unknown"
+}
+
+/// With --json, the informational lines go to standard error, so that standard output
+/// is the JSON object alone.
+let reportsJSON = Atomic<Bool>(false)
+
+/// Prints an informational line: on standard output, or standard error with --json.
+func say(_ line: String) {
+    if reportsJSON.load(ordering: .relaxed) {
+        writeStandardError(line + "\n")
+    } else {
+        print(line)
         fflush(nil)
     }
 }
@@ -245,7 +313,7 @@ struct EchoFailure: Error, CustomStringConvertible {
     }
 }
 
-/// One connection's round trips; returns each one's latency.
+/// One connection's round trips; each one's latency goes to `statistics`.
 ///
 /// The write is not awaited before the read: a message larger than the socket buffers
 /// is only taken by the kernel while its echo is being read, so waiting for the write
@@ -253,21 +321,19 @@ struct EchoFailure: Error, CustomStringConvertible {
 /// write ends the connection with its terminal error, which the read then throws.
 func roundTrips(
     transport: any Transport, endpoint: Endpoint, options: ConnectOptions,
-    connection index: Int, count: Int, size: Int
-) async throws -> [Duration] {
+    connection index: Int, count: Int, size: Int, statistics: RunStatistics
+) async throws {
     let connection: AsyncConnection
     do {
         connection = AsyncConnection(try await transport.connect(to: endpoint, options: options))
     } catch let error as TransportError {
-        throw EchoFailure(connection: index, message: nil, what: "connect to \(endpoint) failed: \(describe(error))")
+        throw EchoFailure(connection: index, message: nil, what: "connect to \(endpoint) failed: \(describe(error))", error: error)
     }
     defer { connection.close() }
 
     // Cancellation (another connection failed) closes this one, so nothing waits on.
     return try await withTaskCancellationHandler {
         let clock = ContinuousClock()
-        var latencies: [Duration] = []
-        latencies.reserveCapacity(count)
         var message = [UInt8](repeating: 0, count: size)
         for number in 0..<count {
             fillPattern(&message, connection: index, message: number)
@@ -277,9 +343,9 @@ func roundTrips(
                 connection.connection.write(message, completion: nil)
                 echo = try await connection.read(exactly: size)
             } catch let error as TransportError {
-                throw EchoFailure(connection: index, message: number, what: describe(error))
+                throw EchoFailure(connection: index, message: number, what: describe(error), error: error)
             }
-            latencies.append(clock.now - sent)
+            statistics.record(connection: index, latency: clock.now - sent)
             if echo != message {
                 let at = echo.indices.first { echo[$0] != message[$0] } ?? 0
                 throw EchoFailure(
@@ -287,13 +353,12 @@ func roundTrips(
                     what: "echoed byte \(at) of \(size) is \(hex(echo[at])), expected \(hex(message[at]))")
             }
         }
-        return latencies
     } onCancel: {
         connection.close()
     }
 }
 
-/// Framed mode: one call's round trips; returns each one's latency.
+/// Framed mode: one call's round trips; each one's latency goes to `statistics`.
 ///
 /// Runs on the call's event loop (``Channel/withCall(options:_:)``). Each round trip
 /// sends one message without waiting for it to reach the kernel (as in raw mode, so a
@@ -303,8 +368,8 @@ func roundTrips(
 /// last round trip the client finishes sending and expects no more messages and status OK.
 func framedRoundTrips(
     channel: Channel, options: CallOptions, connection index: Int, count: Int, size: Int,
-    reconnectTimeout: Duration? = nil
-) async throws -> [Duration] {
+    statistics: RunStatistics, reconnectTimeout: Duration? = nil
+) async throws {
     let progress = FramedProgress(count: count)
     // Cancellation (another connection failed) cancels every call, so nothing waits on.
     return try await withTaskCancellationHandler {
@@ -314,9 +379,9 @@ func framedRoundTrips(
             do {
                 try await channel.withCall(options: options) { call in
                     started = true
-                    try await framedRoundTrips(call: call, connection: index, size: size, progress: progress)
+                    try await framedRoundTrips(call: call, connection: index, size: size, progress: progress, statistics: statistics)
                 }
-                return progress.latencies
+                return
             } catch {
                 // With --reconnect, an unavailable call (network changed, connection broken
                 // or stalled, no connectivity, refused) is said and retried with a new call.
@@ -335,8 +400,8 @@ func framedRoundTrips(
                 }
                 progress.reconnects += 1
                 reconnectCount.add(1, ordering: .relaxed)
-                print("echo-client: \(timestamp()) connection \(index), message \(progress.next): \(started ? "call failed" : "connect failed") with \(describe(transportError)); starting a new call")
-                fflush(nil)
+                statistics.countError("\(transportError.code)")
+                say("echo-client: \(timestamp()) connection \(index), message \(progress.next): \(started ? "call failed" : "connect failed") with \(describe(transportError)); starting a new call")
                 try await Task.sleep(for: .milliseconds(started ? 20 : 200))
                 continue
             }
@@ -352,16 +417,14 @@ let reconnectCount = Atomic<Int>(0)
 /// How far one connection's round trips got, across the calls a reconnect makes.
 final class FramedProgress {
     var next = 0
-    var latencies: [Duration] = []
     var reconnects = 0
     init(count: Int) {
-        latencies.reserveCapacity(count)
         self.count = count
     }
     let count: Int
 }
 
-private func framedRoundTrips(call: AsyncCall, connection index: Int, size: Int, progress: FramedProgress) async throws {
+private func framedRoundTrips(call: AsyncCall, connection index: Int, size: Int, progress: FramedProgress, statistics: RunStatistics) async throws {
     let clock = ContinuousClock()
     var message = [UInt8](repeating: 0, count: size)
     for number in progress.next..<progress.count {
@@ -374,7 +437,7 @@ private func framedRoundTrips(call: AsyncCall, connection index: Int, size: Int,
         } catch let error as TransportError {
             throw EchoFailure(connection: index, message: number, what: "the call ended with \(describe(error))\(hint(error))", error: error)
         }
-        progress.latencies.append(clock.now - sent)
+        statistics.record(connection: index, latency: clock.now - sent)
         guard let echo else {
             throw EchoFailure(
                 connection: index, message: number,
@@ -453,15 +516,9 @@ func describe(_ error: TransportError) -> String {
     "\(error.code) (\(error.reason)): \(error.message)\(error.native.map { " [\($0)]" } ?? "")"
 }
 
-/// The nearest-rank percentile of sorted values.
-func percentile(_ sorted: [Duration], _ p: Int) -> Duration {
-    guard !sorted.isEmpty else { return .zero }
-    let rank = (sorted.count * p + 99) / 100  // ceil(n * p / 100)
-    return sorted[max(0, min(sorted.count - 1, rank - 1))]
-}
-
-func microseconds(_ duration: Duration) -> String {
-    let us = duration.seconds * 1_000_000
+/// Nanoseconds as microseconds for the summary line: one decimal below 10 us.
+func microseconds(_ nanoseconds: UInt64) -> String {
+    let us = Double(nanoseconds) / 1000
     return us < 10 ? format(us, decimals: 1) : format(us, decimals: 0)
 }
 

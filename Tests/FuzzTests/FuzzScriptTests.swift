@@ -1,4 +1,5 @@
 import Foundation
+import Subprocess
 import Testing
 
 /// Runs `scripts/fuzz` (libFuzzer on its five targets: the frame decoder, the
@@ -40,40 +41,39 @@ import Testing
         let log = try FileHandle(forWritingTo: logURL)
         defer { try? log.close() }
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.currentDirectoryURL = Self.root
-        var environment = ProcessInfo.processInfo.environment
-        environment["FUZZ_SECONDS"] = String(Self.fuzzSeconds)
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        let pid = process.processIdentifier
-        // Foundation starts the child in its own process group; if so, a timeout kills the
-        // whole group (the script and the fuzzer under it), else the script alone (the
-        // fuzzer then still ends by itself: the script bounds it with -max_total_time and
-        // timeout(1)).
-        let ownGroup = getpgid(pid) == pid
-
-        let deadline = ContinuousClock.now + Self.hardTimeout
-        var timedOut = false
-        while process.isRunning {
-            if ContinuousClock.now >= deadline {
-                timedOut = true
-                if ownGroup { kill(-pid, SIGKILL) }
-                kill(pid, SIGKILL)
-                break
+        // swift-subprocess starts the script in a process group of its own; past the
+        // hard timeout the run is cancelled, and its teardown kills the whole group (the
+        // script and the fuzzer under it).
+        var platformOptions = PlatformOptions()
+        platformOptions.processGroupID = 0
+        platformOptions.teardownSequence = [.send(signal: .kill, toProcessGroup: true, allowedDurationToNextStep: .seconds(2))]
+        let configuration = Configuration(
+            executable: .path(.init(script)), arguments: [],
+            environment: .inherit.updating(["FUZZ_SECONDS": String(Self.fuzzSeconds)]),
+            workingDirectory: .init(Self.root.path), platformOptions: platformOptions)
+        let logDescriptor = log.fileDescriptor
+        let status: TerminationStatus? = try await withThrowingTaskGroup(of: TerminationStatus?.self) { group in
+            group.addTask {
+                try await run(
+                    configuration, input: .none,
+                    output: .fileDescriptor(.init(rawValue: logDescriptor), closeAfterSpawningProcess: false),
+                    error: .combinedWithOutput
+                ).terminationStatus
             }
-            try await Task.sleep(for: .milliseconds(200))
+            group.addTask {
+                try await Task.sleep(for: Self.hardTimeout)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
-        process.waitUntilExit()
 
         let output = (try? String(contentsOf: logURL, encoding: .utf8)) ?? "(no output)"
-        #expect(!timedOut, "scripts/fuzz ran past \(Self.hardTimeout); killed it\n\(output)")
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0,
-                "scripts/fuzz ended with status \(process.terminationStatus) (\(process.terminationReason == .exit ? "exit" : "signal"))\n\(output)")
+        #expect(status != nil, "scripts/fuzz ran past \(Self.hardTimeout); killed it\n\(output)")
+        if let status {
+            #expect(status == .exited(0), "scripts/fuzz ended with \(status)\n\(output)")
+        }
         // The final stats line, for the test log.
         if let stats = output.split(separator: "\n").last(where: { $0.hasPrefix("#") && $0.contains("DONE") }) {
             print("fuzz: \(stats)")

@@ -46,8 +46,8 @@ struct LoadingErrorTests {
     }
 
     @Test("A shared library without the entry point is refused as no backend library")
-    func missingEntryPoint() throws {
-        let path = try CFixture.build(CFixture.noEntrySource, name: "noentry", in: folder)
+    func missingEntryPoint() async throws {
+        let path = try await CFixture.build(CFixture.noEntrySource, name: "noentry", in: folder)
         let error = try #require(loadError(path))
         #expect(error.code == .invalidArgument)
         #expect(error.reason == .noEntryPoint)
@@ -55,10 +55,10 @@ struct LoadingErrorTests {
     }
 
     @Test("A library of another interface version is refused, naming both versions")
-    func otherVersion() throws {
+    func otherVersion() async throws {
         // The rest of its table is valid for version 1: only the version is wrong, and it
         // is read first.
-        let path = try CFixture.build(CFixture.tableSource, name: "version7", defines: ["ABI_VERSION=7u"], in: folder)
+        let path = try await CFixture.build(CFixture.tableSource, name: "version7", defines: ["ABI_VERSION=7u"], in: folder)
         let error = try #require(loadError(path))
         #expect(error.code == .invalidArgument)
         #expect(error.reason == .interfaceVersion)
@@ -76,8 +76,8 @@ struct LoadingErrorTests {
             (["LEAVE_NULL=name"], "name is NULL"),
             (["LEAVE_NULL=network"], "network is NULL"),
         ])
-    func malformedTable(defines: [String], named: String) throws {
-        let path = try CFixture.build(CFixture.tableSource, name: "malformed", defines: defines, in: folder)
+    func malformedTable(defines: [String], named: String) async throws {
+        let path = try await CFixture.build(CFixture.tableSource, name: "malformed", defines: defines, in: folder)
         let error = try #require(loadError(path))
         #expect(error.code == .invalidArgument)
         #expect(error.reason == .malformedBackend)
@@ -85,10 +85,10 @@ struct LoadingErrorTests {
     }
 
     @Test("A table built before backend_local_endpoint was added loads, and nothing past its size is read")
-    func tableOfTheFirstFields() throws {
+    func tableOfTheFirstFields() async throws {
         // The field past the table's size is set to a function that never answers: were it
         // read and called, the local endpoint would not be the default.
-        let path = try CFixture.build(
+        let path = try await CFixture.build(
             CFixture.tableSource, name: "firstfields",
             defines: ["TABLE_SIZE=offsetof(sy_backend,backend_local_endpoint)", "SET_LOCAL_ENDPOINT", "NAME=\"c-first-fields\""],
             in: folder)
@@ -98,13 +98,13 @@ struct LoadingErrorTests {
     }
 
     @Test("A library whose backend's name is registered already is refused, and the registry keeps the first")
-    func duplicateName() throws {
+    func duplicateName() async throws {
         let registry = BackendRegistry()
         let first = TransportBackend(name: "bsd", summary: "the one registered first", usesSockets: true) { _ in
             throw TransportError(code: .unimplemented, reason: .misuse, message: "not made in this test")
         }
         registry.register(first)
-        let path = try CFixture.build(CFixture.tableSource, name: "bsdtoo", defines: ["NAME=\"bsd\""], in: folder)
+        let path = try await CFixture.build(CFixture.tableSource, name: "bsdtoo", defines: ["NAME=\"bsd\""], in: folder)
         let error = try #require(loadError(path, into: registry))
         #expect(error.code == .failedPrecondition)
         #expect(error.reason == .duplicateBackend)
@@ -113,9 +113,9 @@ struct LoadingErrorTests {
     }
 
     @Test("A valid table registers its backend under its name, and a second load of it is a duplicate")
-    func validTableThenDuplicate() throws {
+    func validTableThenDuplicate() async throws {
         let registry = BackendRegistry()
-        let path = try CFixture.build(CFixture.tableSource, name: "cdouble", in: folder)
+        let path = try await CFixture.build(CFixture.tableSource, name: "cdouble", in: folder)
         let backend = try Backends.loadLibrary(at: path, into: registry)
         #expect(backend.name == "c-double")
         #expect(backend.summary == "a C test double")
@@ -158,9 +158,9 @@ struct LoadingErrorTests {
     }
 
     @Test("Loading from SWITCHYARD_BACKEND_PATH stops at the first bad file and names it")
-    func searchPathError() throws {
+    func searchPathError() async throws {
         let registry = BackendRegistry()
-        _ = try CFixture.build(CFixture.tableSource, name: "agood", defines: ["NAME=\"c-good\""], in: folder)
+        _ = try await CFixture.build(CFixture.tableSource, name: "agood", defines: ["NAME=\"c-good\""], in: folder)
         try "not ELF".write(toFile: folder + "/libbad.so", atomically: true, encoding: .utf8)
         do {
             try Backends.loadLibraries([], searchPath: folder, into: registry)

@@ -1,4 +1,5 @@
 import Foundation
+import Subprocess
 import Switchyard
 import SwitchyardBackends
 import SwitchyardConformance
@@ -181,19 +182,19 @@ struct ConformanceRunnerTests {
     // MARK: - The tool
 
     @Test("switchyard-conformance exits 2 for an unknown backend, naming the registered ones, and runs nothing")
-    func toolRejectsUnknownBackend() throws {
-        let result = try Tool.run(["--backend", "nope", "--scenario", "1"])
+    func toolRejectsUnknownBackend() async throws {
+        let result = try await Tool.run(["--backend", "nope", "--scenario", "1"])
         #expect(result.status == 2)
         #expect(result.standardError == "switchyard-conformance: error: --backend: unknown backend 'nope'; registered backends: bsd, libuv, memory\n")
         #expect(result.standardOutput.isEmpty)
-        let bogus = try Tool.run(["--bogus"])
+        let bogus = try await Tool.run(["--bogus"])
         #expect(bogus.status == 2)
         #expect(bogus.standardError.contains("Unknown option '--bogus'"))
     }
 
     @Test("switchyard-conformance --json - writes the report to standard output and the table to standard error, exit 0")
-    func toolWritesJSON() throws {
-        let result = try Tool.run(["--backend", "memory", "--scenario", "8", "--json", "-"])
+    func toolWritesJSON() async throws {
+        let result = try await Tool.run(["--backend", "memory", "--scenario", "8", "--json", "-"])
         #expect(result.status == 0, "\(result.standardError)")
         let report = try ConformanceReport(json: Array(result.standardOutput.utf8))
         #expect(report.summary == ConformanceReport.Summary(passed: 1))
@@ -205,9 +206,9 @@ struct ConformanceRunnerTests {
 
 extension ConformanceRunnerTests {
     @Test("switchyard-conformance --backend-library runs a backend loaded at run time, paired with the built-in ones; a bad library is exit 2 naming the file")
-    func toolLoadsBackendLibrary() throws {
+    func toolLoadsBackendLibrary() async throws {
         let library = try Tool.sibling("libSwitchyardBSDLoadedFixture.so")
-        let result = try Tool.run([
+        let result = try await Tool.run([
             "--backend-library", library, "--backend", "bsd-loaded", "--backend", "bsd", "--scenario", "1", "--json", "-",
         ])
         #expect(result.status == 0, "\(result.standardError)")
@@ -215,7 +216,7 @@ extension ConformanceRunnerTests {
         #expect(report.columns.map(\.description) == ["bsd-loaded→bsd-loaded", "bsd-loaded→bsd", "bsd→bsd-loaded", "bsd→bsd"])
         #expect(report.summary == ConformanceReport.Summary(passed: 4))
 
-        let bad = try Tool.run(["--backend-library", "/etc/hostname", "--scenario", "1"])
+        let bad = try await Tool.run(["--backend-library", "/etc/hostname", "--scenario", "1"])
         #expect(bad.status == 2)
         #expect(bad.standardError.hasPrefix("switchyard-conformance: error: cannot load backend library '/etc/hostname'"), "\(bad.standardError)")
         #expect(bad.standardOutput.isEmpty)
@@ -254,30 +255,17 @@ enum Tool {
         }
     }
 
-    static func run(_ arguments: [String]) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try path())
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        // Read both to the end before waiting, so a full pipe cannot stall the tool.
-        let errorData = Mutex<Data>(Data())
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            let data = error.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLock { $0 = data }
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        try output.fileHandleForReading.close()
-        try error.fileHandleForReading.close()
-        return Result(
-            status: process.terminationStatus,
-            standardOutput: String(decoding: outputData, as: UTF8.self),
-            standardError: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    /// Runs the tool to its end with swift-subprocess, which reads both outputs as they
+    /// come (a full pipe cannot stall the tool). A tool killed by a signal is 128 + it.
+    static func run(_ arguments: [String]) async throws -> Result {
+        let result = try await Subprocess.run(
+            .path(.init(try path())), arguments: Arguments(arguments),
+            output: .string(limit: 16 << 20), error: .string(limit: 16 << 20))
+        let status: Int32 =
+            switch result.terminationStatus {
+            case .exited(let code): code
+            case .signaled(let signal): 128 + signal
+            }
+        return Result(status: status, standardOutput: result.standardOutput, standardError: result.standardError)
     }
 }

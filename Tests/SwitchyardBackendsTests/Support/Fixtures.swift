@@ -1,4 +1,5 @@
 import Foundation
+import Subprocess
 import Switchyard
 import SwitchyardBackendKit
 
@@ -106,22 +107,17 @@ enum CFixture {
         """
 
     /// Builds `source` with `defines` into `lib<name>.so` in `folder`; returns its path.
-    static func build(_ source: String, name: String, defines: [String] = [], in folder: String) throws -> String {
+    static func build(_ source: String, name: String, defines: [String] = [], in folder: String) async throws -> String {
         guard let clang else { throw FixtureFailure("no clang on PATH or in /opt/swift/usr/bin: the C fixtures need one") }
         let sourcePath = folder + "/\(name).c"
         let libraryPath = folder + "/lib\(name).so"
         try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: clang)
-        process.arguments = ["-shared", "-fPIC", "-O1", "-I", Fixtures.headerFolder] + defines.map { "-D" + $0 }
+        let arguments = ["-shared", "-fPIC", "-O1", "-I", Fixtures.headerFolder] + defines.map { "-D" + $0 }
             + ["-o", libraryPath, sourcePath]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let output = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw FixtureFailure("clang failed to build \(name): \(String(decoding: output, as: UTF8.self))")
+        let result = try await run(
+            .path(.init(clang)), arguments: Arguments(arguments), output: .discarded, error: .string(limit: 1 << 20))
+        guard result.terminationStatus.isSuccess else {
+            throw FixtureFailure("clang failed to build \(name) (\(result.terminationStatus)): \(result.standardError)")
         }
         return libraryPath
     }
