@@ -201,7 +201,7 @@ final class Subprocess: Sendable {
 
         func run(_ configuration: Configuration, deadline: ContinuousClock.Instant) async {
             do {
-                let result = try await Subprocess_run(configuration) { execution in
+                let result = try await runSubprocess(configuration) { execution in
                     let identifier = execution.processIdentifier
                     let hasExited: @Sendable () -> Bool = { Self.hasExited(identifier) }
                     let pending = state.withLock { state in
@@ -277,7 +277,7 @@ final class Subprocess: Sendable {
 
 /// swift-subprocess's `run`, under a name that the type `Subprocess` (which shadows the
 /// module's name in this target) does not hide.
-private func Subprocess_run<Result>(
+private func runSubprocess<Result>(
     _ configuration: Configuration,
     body: (Execution<NoInput, SequenceOutput, SequenceOutput>) async throws -> Result
 ) async throws -> ExecutionResult<Result, SequenceOutput, SequenceOutput> {
