@@ -20,7 +20,7 @@ public final class CallServer: Sendable {
         listener.acceptConnections { connection in
             let call = Call(role: .server, connection: connection, options: options)
             calls.insert(call)
-            call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) })
+            call.start { call in ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) } }
         }
     }
 
