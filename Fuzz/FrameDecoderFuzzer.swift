@@ -1,14 +1,18 @@
-// libFuzzer target for `FrameDecoder` (and the status payload, `CallStatus(decoding:)`).
+// libFuzzer target for `FrameDecoder` (and the status payload, `CallStatus(decoding:)`,
+// and the metadata payloads, `Metadata.decodeHeaders`/`decodeTrailers`).
 //
 // Not a SwiftPM target: `scripts/fuzz` compiles this file together with the core's own
-// sources that the decoder needs (Frame.swift, CallStatus.swift, TransportError.swift)
+// sources that the decoder needs (Frame.swift, CallStatus.swift, TransportError.swift,
+// Metadata.swift, Metadata+Frame.swift)
 // into one instrumented binary, `swiftc -sanitize=fuzzer,address`. Any broken invariant
 // below is a `fatalError`, which libFuzzer reports as a crash and saves as an artifact.
 //
 // Input layout:
 //   byte 0: the decoder's maximumMessageSize. Low 3 bits choose a base from
 //           `maximumSizes`, the high 5 bits (0...31) are added to it (except for the
-//           default, which is used as is). So 0...4127, or 4 MiB.
+//           default, which is used as is). So 0...4127, or 4 MiB. The maximum metadata
+//           size is half of it when bit 3 is set, else twice it plus 3, so headers and
+//           trailers frames meet a bound of their own, below and above the messages'.
 //   byte 1: the split pattern. Low 3 bits choose how the stream is cut into appends
 //           (see `ChunkPattern`), the high 5 bits seed the generator with byte 2.
 //   byte 2: more seed.
@@ -17,6 +21,8 @@
 // After every append the decoder is drained (`next()` until nil or an error), and each
 // step is checked against a reference model that reads the same stream independently:
 // which frame comes next, when it is complete, which error a bad prefix gives and when.
+// A headers or trailers payload that decodes re-encodes into the very same frame; one
+// that does not is rejected as a protocol violation.
 
 private let maximumSizes = [0, 1, 5, 64, 255, 1024, 4096, Frame.defaultMaximumMessageSize]
 
@@ -82,16 +88,23 @@ private enum Expected: Equatable {
     case frame(UInt8, Int)           // flags, payload length
     case unknownFlags
     case tooLarge
+    case metadataTooLarge
 }
 
-private func expected(stream: UnsafeBufferPointer<UInt8>, consumed: Int, appended: Int, maximum: Int) -> Expected {
+private func expected(
+    stream: UnsafeBufferPointer<UInt8>, consumed: Int, appended: Int, maximum: Int, metadataMaximum: Int
+) -> Expected {
     let available = appended - consumed
     if available < Frame.headerSize { return .none }
     let flags = stream[consumed]
-    if flags > 1 { return .unknownFlags }
+    if flags > 3 { return .unknownFlags }
     var length = 0
     for i in 1...4 { length = length << 8 | Int(stream[consumed + i]) }
-    if length > maximum { return .tooLarge }
+    if flags >= 2 {
+        if length > metadataMaximum { return .metadataTooLarge }
+    } else if length > maximum {
+        return .tooLarge
+    }
     return available >= Frame.headerSize + length ? .frame(flags, length) : .none
 }
 
@@ -128,11 +141,38 @@ private func checkStatusPayload(_ payload: [UInt8]) {
           "status round trip differs: payload \(hex(payload, limit: 300)) -> \(status) -> \(hex(encoded, limit: 300)) -> \(again)")
 }
 
-private func checkSameFrames(_ frames: [(kind: Frame.Kind, payload: [UInt8])], maximum: Int) {
+/// A headers or trailers payload either decodes, and re-encodes into the same frame, or
+/// is rejected as a protocol violation.
+private func checkMetadataPayload(_ kind: Frame.Kind, _ payload: [UInt8]) {
+    let frame = Frame.encode(kind, payload: payload)
+    do {
+        if kind == .headers {
+            let (method, metadata) = try Metadata.decodeHeaders(payload)
+            let again = Metadata.headersFrame(method: method, metadata: metadata)
+            check(again == frame, "headers \(hex(payload)) decode as \(method) \(metadata), which re-encodes as \(hex(again))")
+        } else {
+            let metadata = try Metadata.decodeTrailers(payload)
+            let again = Metadata.trailersFrame(metadata)
+            check(again == frame, "trailers \(hex(payload)) decode as \(metadata), which re-encodes as \(hex(again))")
+            // What decoded also passes the rules for adding it.
+            var added = Metadata()
+            for entry in metadata {
+                do { try added.add(entry.value, forKey: entry.key) } catch { fatalError("decoded pair \(entry) is refused by add: \(error)") }
+            }
+            check(added == metadata, "decoded trailers differ once added again")
+        }
+    } catch {
+        check(error.code == .internal && error.reason == .protocolViolation,
+              "\(kind) payload \(hex(payload)) threw \(error), not internal/protocol violation")
+        check(error.message.hasPrefix("malformed \(kind) frame: "), "\(kind) payload error does not name its frame: \(error)")
+    }
+}
+
+private func checkSameFrames(_ frames: [(kind: Frame.Kind, payload: [UInt8])], maximum: Int, metadataMaximum: Int) {
     // Decoding the concatenation of the re-encoded frames gives the same frames.
     var wire: [UInt8] = []
     for frame in frames { wire += Frame.encode(frame.kind, payload: frame.payload) }
-    var decoder = FrameDecoder(maximumMessageSize: maximum)
+    var decoder = FrameDecoder(maximumMessageSize: maximum, maximumMetadataSize: metadataMaximum)
     decoder.append(wire)
     for (i, frame) in frames.enumerated() {
         check(decoder.hasFrame, "re-decode: hasFrame false before frame \(i)")
@@ -156,13 +196,15 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
     let sizeByte = input[0]
     let base = maximumSizes[Int(sizeByte & 7)]
     let maximum = base == Frame.defaultMaximumMessageSize ? base : base + Int(sizeByte >> 3)
+    let metadataMaximum = sizeByte & 8 != 0 ? maximum / 2 : maximum * 2 + 3
     var pattern = ChunkPattern(
         mode: input[1] & 7,
         generator: Generator(seed: UInt32(input[1] >> 3) << 8 | UInt32(input[2]) | 0x1_0000))
     let stream = UnsafeBufferPointer(rebasing: input[3...])
 
-    var decoder = FrameDecoder(maximumMessageSize: maximum)
-    check(decoder.maximumMessageSize == maximum, "maximumMessageSize")
+    let largest = max(maximum, metadataMaximum)
+    var decoder = FrameDecoder(maximumMessageSize: maximum, maximumMetadataSize: metadataMaximum)
+    check(decoder.maximumMessageSize == maximum && decoder.maximumMetadataSize == metadataMaximum, "maximum sizes")
     check(decoder.bufferedBytes == 0 && !decoder.hasFrame, "a fresh decoder is not empty")
     do { try decoder.finish() } catch { fatalError("finish() on a fresh decoder threw \(error)") }
 
@@ -201,7 +243,7 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
             } catch {
                 check(error == failure, "finish() after \(failure) threw a different error: \(error)")
             }
-            check(decoder.bufferedBytes <= Frame.headerSize + maximum + size + slack,
+            check(decoder.bufferedBytes <= Frame.headerSize + largest + size + slack,
                   "after \(failure), \(decoder.bufferedBytes) bytes buffered (maximum \(maximum), chunk \(size)): appends after an error keep growing the buffer")
             continue
         }
@@ -209,12 +251,13 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
         // Bounded memory: at most one partial frame plus what this append brought.
         check(decoder.bufferedBytes == appended - consumed,
               "bufferedBytes \(decoder.bufferedBytes), expected \(appended - consumed)")
-        check(decoder.bufferedBytes <= Frame.headerSize + maximum + size + slack,
-              "\(decoder.bufferedBytes) bytes buffered (maximum \(maximum), chunk \(size))")
+        check(decoder.bufferedBytes <= Frame.headerSize + largest + size + slack,
+              "\(decoder.bufferedBytes) bytes buffered (maximum \(maximum), metadata \(metadataMaximum), chunk \(size))")
 
         // Drain.
         while true {
-            let want = expected(stream: stream, consumed: consumed, appended: appended, maximum: maximum)
+            let want = expected(
+                stream: stream, consumed: consumed, appended: appended, maximum: maximum, metadataMaximum: metadataMaximum)
             let hasFrame = decoder.hasFrame
             check(hasFrame == (want != .none),
                   "hasFrame \(hasFrame) but the next step is \(want) (consumed \(consumed), appended \(appended), maximum \(maximum))")
@@ -229,19 +272,22 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
                 case .tooLarge:
                     check(error.code == .resourceExhausted && error.reason == .frameTooLarge,
                           "an oversized prefix \(hex(stream[consumed..<(consumed + 5)])) gave \(error)")
+                case .metadataTooLarge:
+                    check(error.code == .resourceExhausted && error.reason == .metadataTooLarge,
+                          "an oversized metadata prefix \(hex(stream[consumed..<(consumed + 5)])) gave \(error)")
                 default:
                     fatalError("next() threw \(error) where \(want) was expected (consumed \(consumed), appended \(appended))")
                 }
                 failure = error
-                check(decoder.bufferedBytes <= Frame.headerSize + maximum,
+                check(decoder.bufferedBytes <= Frame.headerSize + largest,
                       "\(decoder.bufferedBytes) bytes buffered after \(error)")
                 break
             }
             guard let got else {
                 check(want == .none, "next() returned nil where \(want) was expected")
                 // What is left is less than one frame.
-                check(decoder.bufferedBytes < Frame.headerSize + maximum,
-                      "\(decoder.bufferedBytes) bytes buffered with no frame (maximum \(maximum))")
+                check(decoder.bufferedBytes < Frame.headerSize + largest,
+                      "\(decoder.bufferedBytes) bytes buffered with no frame (maximum \(maximum), metadata \(metadataMaximum))")
                 break
             }
             guard case .frame(let flags, let length) = want else {
@@ -257,6 +303,7 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
             check(decoder.bufferedBytes == appended - consumed,
                   "bufferedBytes \(decoder.bufferedBytes) after a frame, expected \(appended - consumed)")
             if got.kind == .status { checkStatusPayload(got.payload) }
+            if got.kind.isMetadata { checkMetadataPayload(got.kind, got.payload) }
             if frames.count < 64 { frames.append(got) }
         }
 
@@ -281,10 +328,12 @@ private func run(_ input: UnsafeBufferPointer<UInt8>) {
             check(error.code == .internal && error.reason == .truncatedFrame, "finish() threw \(error)")
         }
     }
-    checkSameFrames(frames, maximum: maximum)
+    checkSameFrames(frames, maximum: maximum, metadataMaximum: metadataMaximum)
 
     // Any payload is also fed to the status decoder directly (as a status frame could carry it).
     checkStatusPayload(Array(stream.prefix(300)))
+    checkMetadataPayload(.headers, Array(stream.prefix(300)))
+    checkMetadataPayload(.trailers, Array(stream.prefix(300)))
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -63,8 +63,10 @@ import SwitchyardBackendKit
 ///   and 63).
 ///
 /// **B. Integrity**
-/// - B1 (3, 4). B2 (23: frames split anywhere, over calls; the byte-stream ``Connection``
-///   has no frames). B3 (11, 13: unawaited writes let a backend gather and write in
+/// - B1 (3, 4; 64: a call's method and metadata, response and trailing metadata). B2
+///   (23: frames split anywhere, over calls; the byte-stream ``Connection`` has no
+///   frames; 64: a metadata frame over `CallOptions.maximumMetadataSize` or malformed
+///   ends only its call). B3 (11, 13: unawaited writes let a backend gather and write in
 ///   part). B4 (3: 16 MiB, not 50 MB, to keep debug runs short; 22: 256 MiB over a
 ///   call). B5 (11, 13, 19). B7 (3: 8 MiB in one write; 18: 4 MiB messages).
 /// - B6: not applicable as a kit item: `writeNowOrQueue` never returns `EAGAIN` (it
@@ -225,6 +227,7 @@ public enum ConformanceKit {
         .injectedResetEndsCallOverIPv6,        // 61
         .networkSwitchEndsCallsOverIPv6,       // 62
         .linkLocalAddressKeepsScope,           // 63
+        .callMetadata,                         // 64
     ]
 
     /// The scenario named `name`, if any.

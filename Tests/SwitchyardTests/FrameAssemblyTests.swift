@@ -170,7 +170,7 @@ struct FrameAssemblyTests {
         }
         // An unknown flags byte with payload bytes after it is not assembled either.
         var decoder = FrameDecoder(maximumMessageSize: maximum)
-        decoder.append([0x02, 0, 0, 0, 10, 1, 2])
+        decoder.append([0x7f, 0, 0, 0, 10, 1, 2])
         #expect(decoder.pending == .invalid)
         #expect(throws: TransportError.self) { try decoder.next() }
     }

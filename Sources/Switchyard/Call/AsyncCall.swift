@@ -143,6 +143,29 @@ public final class AsyncCall: CallHandler, Sendable {
         try await completing { completion in call.finishSending(completion: completion) }
     }
 
+    /// The method the client named (``Call/method``).
+    public var method: String { call.method }
+    /// The client's request metadata (``Call/metadata``).
+    public var metadata: Metadata { call.metadata }
+    /// The server's response metadata (``Call/responseMetadata``): on a client, final
+    /// once ``next()`` returned a message or the call ended.
+    public var responseMetadata: Metadata { call.responseMetadata }
+    /// The server's trailing metadata (``Call/trailingMetadata``): on a client, final once
+    /// the call ended (``status()`` returned, or ``next()`` returned nil or threw).
+    public var trailingMetadata: Metadata { call.trailingMetadata }
+
+    /// Server: sends response metadata, before the first ``write(_:)``
+    /// (``Call/sendResponseMetadata(_:completion:)``); returns once it is in the kernel.
+    public func sendResponseMetadata(_ metadata: Metadata) async throws {
+        let call = self.call
+        try await completing { completion in call.sendResponseMetadata(metadata, completion: completion) }
+    }
+
+    /// Server: the trailing metadata sent with the status (``Call/setTrailingMetadata(_:)``).
+    public func setTrailingMetadata(_ metadata: Metadata) {
+        call.setTrailingMetadata(metadata)
+    }
+
     /// Server: ends the call with `status`; returns once it is in the kernel.
     public func finish(_ status: CallStatus = .ok) async throws {
         let call = self.call

@@ -18,13 +18,25 @@ import Synchronization
 ///   connection, so TCP pushes back on the sender, the call holds at most one message
 ///   plus one read buffer (``bufferedBytes``), and a status, end of stream or reset
 ///   that follows what was asked for is still seen.
+/// - **Metadata.** The client names the call's ``method`` and sends its ``metadata``
+///   first, in one headers frame written when the call starts (``Channel/startCall(method:metadata:options:handler:)``).
+///   A server makes the call's handler once that frame has arrived, so ``method`` and
+///   ``metadata`` are set before the handler is made and before any message reaches it
+///   (a stream whose first frame is a message, from a peer older than the headers frame,
+///   is served with method `""` and empty metadata). The server may send
+///   ``responseMetadata`` before its first message (``sendResponseMetadata(_:completion:)``)
+///   and ``trailingMetadata`` with its status (``setTrailingMetadata(_:)``); the client
+///   has them before the first message, and before `didClose`, is handed over. Each is
+///   encoded once per call; messages carry none of it.
 /// - **Ending.** ``CallHandler/call(_:didCloseWith:)`` runs once: on the client with the
 ///   server's status; on the server once its status is in the kernel; on either side
 ///   with `unavailable` if the connection broke first (the transport's error: reset,
 ///   timed out, ...; reason `closed` when it ended cleanly before the status), with a
 ///   protocol error after a bad frame (`resourceExhausted`/`frame too large`,
 ///   `internal`/`unknown frame flags`, `internal`/`truncated frame`,
-///   `internal`/`protocol violation`), or with `cancelled` after ``cancel()``.
+///   `internal`/`protocol violation`; for a metadata frame over
+///   ``CallOptions/maximumMetadataSize``, `resourceExhausted`/`metadata too large`), or
+///   with `cancelled` after ``cancel()``.
 ///
 /// Every method may be called from any thread; it acts on the call's loop, in call
 /// order. Calls made after the call ended are ignored (the handler has heard why).
@@ -84,22 +96,54 @@ public final class Call: @unchecked Sendable {
     private var draining = false
     private let bufferedSnapshot = Atomic<Int>(0)
     private var adapter: Adapter?
+    /// Server: makes the handler once the client's headers (or its first other frame)
+    /// arrived, or when the call ended first; nil once used, and on a client.
+    private var makeHandler: (@Sendable (Call) -> any CallHandler)?
+    /// Where the peer's frames are, for the checks of frame order; anything but `.open`
+    /// takes the message path's one slow branch.
+    @exclusivity(unchecked) private var peerPhase = PeerPhase.awaitingHeaders
+    private enum PeerPhase {
+        /// No frame yet: headers may come (on a client, the server's optional ones).
+        case awaitingHeaders
+        /// Headers, or a first message, came: messages flow.
+        case open
+        /// Client: the server's trailers came; only its status may follow.
+        case trailersReceived
+    }
+    /// The call's metadata, read from any thread (touched once per call, never per message).
+    private let metadataState: Mutex<MetadataState>
+    private struct MetadataState {
+        var method: String
+        var metadata: Metadata
+        var response = Metadata()
+        var responseSent = false
+        var trailing = Metadata()
+    }
     /// Whether the call ended because its connection broke (not by a status or a cancel).
     private(set) var endedByBrokenConnection = false
     /// Whether ``start(handler:)`` took effect: no reading before the handler is set.
     private var started = false
 
-    init(role: Role, connection: any Connection, options: CallOptions) {
+    /// A call on `connection`; a client's names `method` and carries `metadata` (checked
+    /// by the channel: ``Metadata/problem(method:)``).
+    init(role: Role, connection: any Connection, options: CallOptions, method: String = "", metadata: Metadata = Metadata()) {
         self.role = role
         self.connection = connection
         self.eventLoop = connection.eventLoop
         self.options = options
         self.flow = options.makeFlowController()
-        self.decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
+        self.decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize, maximumMetadataSize: options.maximumMetadataSize)
+        self.metadataState = Mutex(MetadataState(method: method, metadata: metadata))
     }
 
-    /// Attaches the handler and starts reading as the policy allows. Call once.
+    /// Client: sends the headers frame, attaches the handler and starts reading as the
+    /// policy allows. Call once, before the call is handed out (so the headers go first:
+    /// a connection writes in call order from any thread).
     func start(handler: any CallHandler) {
+        if role == .client {
+            let (method, metadata) = metadataState.withLock { ($0.method, $0.metadata) }
+            connection.write(Metadata.headersFrame(method: method, metadata: metadata), completion: nil)
+        }
         let adapter = Adapter(call: self)
         self.adapter = adapter
         onLoop {
@@ -108,6 +152,75 @@ public final class Call: @unchecked Sendable {
             self.started = true
             self.updateReading()
         }
+    }
+
+    /// Server: starts reading; the handler is made by `makeHandler` once the client's
+    /// headers arrived (``method`` and ``metadata`` are set then), or its first frame
+    /// without them, or when the call ended before either. Call once.
+    func start(makeHandler: @escaping @Sendable (Call) -> any CallHandler) {
+        precondition(role == .server, "start(makeHandler:) is for server calls (a bug in CallServer)")
+        let adapter = Adapter(call: self)
+        self.adapter = adapter
+        onLoop {
+            self.makeHandler = makeHandler
+            self.connection.setHandler(adapter)
+            self.started = true
+            self.updateReading()
+        }
+    }
+
+    // MARK: metadata
+
+    /// The method the client named (`""` for none). On a server, set before its handler
+    /// is made.
+    public var method: String { metadataState.withLock { $0.method } }
+
+    /// The client's request metadata. On a server, set before its handler is made.
+    public var metadata: Metadata { metadataState.withLock { $0.metadata } }
+
+    /// The server's response metadata: on a client, what arrived (empty until then, and
+    /// for a server that sent none), set before the first message or the status is
+    /// handed to the handler; on a server, what it sent.
+    public var responseMetadata: Metadata { metadataState.withLock { $0.response } }
+
+    /// The server's trailing metadata: on a client, what arrived with the status, set
+    /// before `didClose`; on a server, what ``setTrailingMetadata(_:)`` set.
+    public var trailingMetadata: Metadata { metadataState.withLock { $0.trailing } }
+
+    /// Server: sends response metadata (a headers frame). Call it at most once and
+    /// before the first ``send(_:)``: the client ends a call whose response metadata
+    /// comes after a message with `internal`, reason `protocol violation`. `completion`
+    /// runs once it is in the kernel, or with the error that stopped it
+    /// (`failedPrecondition`, reason `misuse`, for a second call).
+    public func sendResponseMetadata(_ metadata: Metadata, completion: WriteCompletion? = nil) {
+        precondition(role == .server, "sendResponseMetadata(_:) is for server calls; a client gives its metadata to startCall (a programming error)")
+        onLoop {
+            guard !self.ended, !self.sentEnd else {
+                completion?(self.endedError(sending: true))
+                return
+            }
+            let first = self.metadataState.withLock { state in
+                defer { state.responseSent = true }
+                if !state.responseSent { state.response = metadata }
+                return !state.responseSent
+            }
+            guard first else {
+                completion?(TransportError(code: .failedPrecondition, reason: .misuse, message: "the call's response metadata was already sent"))
+                return
+            }
+            self.connection.write(Metadata.headersFrame(method: "", metadata: metadata)) { error in
+                completion?(self.failure(error))
+                if let error { self.end(CallStatus(error: error), closeConnection: true) }
+            }
+        }
+    }
+
+    /// Server: the trailing metadata ``finish(_:completion:)`` sends with the status (a
+    /// trailers frame right before it; none when empty). Replaces what was set before;
+    /// set after the status went out, it is not sent.
+    public func setTrailingMetadata(_ metadata: Metadata) {
+        precondition(role == .server, "setTrailingMetadata(_:) is for server calls (a programming error)")
+        metadataState.withLock { $0.trailing = metadata }
     }
 
     /// Bytes received and not yet delivered: at most about one message plus one read.
@@ -206,7 +319,10 @@ public final class Call: @unchecked Sendable {
                 return
             }
             self.sentEnd = true
-            self.connection.write(Frame.encode(.status, payload: status.encoded)) { error in
+            let trailing = self.metadataState.withLock { $0.trailing }
+            var frames = trailing.isEmpty ? [] : Metadata.trailersFrame(trailing)
+            frames += Frame.encode(.status, payload: status.encoded)
+            self.connection.write(frames) { error in
                 completion?(self.failure(error))
                 self.end(error.map { CallStatus(error: $0) } ?? status, closeConnection: error != nil)
             }
@@ -330,7 +446,10 @@ public final class Call: @unchecked Sendable {
     /// What waits next: in the borrowed read, else in the decoder.
     private var pendingFrame: FrameDecoder.Pending {
         @inline(__always) get {
-            input.isEmpty ? decoder.pending : FrameDecoder.pending(in: input, maximumMessageSize: decoder.maximumMessageSize)
+            input.isEmpty
+                ? decoder.pending
+                : FrameDecoder.pending(
+                    in: input, maximumMessageSize: decoder.maximumMessageSize, maximumMetadataSize: decoder.maximumMetadataSize)
         }
     }
 
@@ -396,8 +515,12 @@ public final class Call: @unchecked Sendable {
                 }
                 if peerEndReported { break delivering }
                 peerEndReported = true
+                makeHandlerIfNeeded()
                 handler?.callDidReceiveEnd(self)
             case .message:
+                if _slowPath(peerPhase != .open) {
+                    guard messageMayFollow() else { return }
+                }
                 guard flow.mayDeliver else { break delivering }
                 let payload = takePayload()
                 flow.didDeliver(bytes: payload.count)
@@ -414,6 +537,10 @@ public final class Call: @unchecked Sendable {
                     end(CallStatus(error: error), closeConnection: true)
                 }
                 return
+            case .headers:
+                guard didReceiveHeaders(takePayload()) else { return }
+            case .trailers:
+                guard didReceiveTrailers(takePayload()) else { return }
             case .invalid:
                 stashInput()
                 do {
@@ -430,6 +557,91 @@ public final class Call: @unchecked Sendable {
         }
         guard !ended else { return }
         updateReading(hasFrame: pending != .none)
+    }
+
+    /// A message is next while the peer's phase is not `.open`: the first message
+    /// without headers (a server then serves the call with no method and empty
+    /// metadata), or one after the server's trailers. Returns whether it may be delivered.
+    @inline(never)
+    private func messageMayFollow() -> Bool {
+        switch peerPhase {
+        case .open:
+            return true
+        case .awaitingHeaders:
+            peerPhase = .open
+            makeHandlerIfNeeded()
+            return !ended
+        case .trailersReceived:
+            protocolViolation("the server sent a message after its trailers")
+            return false
+        }
+    }
+
+    /// A headers frame: the client's method and metadata (server), or the server's
+    /// response metadata (client). Returns whether the call goes on.
+    @inline(never)
+    private func didReceiveHeaders(_ payload: [UInt8]) -> Bool {
+        guard peerPhase == .awaitingHeaders else {
+            protocolViolation(
+                role == .server
+                    ? "the client sent a headers frame after its first frame"
+                    : "the server sent a headers frame after \(peerPhase == .open ? "a message or its headers" : "its trailers")")
+            return false
+        }
+        let decoded: (method: String, metadata: Metadata)
+        do {
+            decoded = try Metadata.decodeHeaders(payload)
+        } catch {
+            end(CallStatus(error: error), closeConnection: true)
+            return false
+        }
+        peerPhase = .open
+        if role == .server {
+            metadataState.withLock { state in
+                state.method = decoded.method
+                state.metadata = decoded.metadata
+            }
+            makeHandlerIfNeeded()
+        } else {
+            metadataState.withLock { $0.response = decoded.metadata }
+        }
+        return !ended
+    }
+
+    /// A trailers frame: the server's trailing metadata, before its status. Returns
+    /// whether the call goes on.
+    @inline(never)
+    private func didReceiveTrailers(_ payload: [UInt8]) -> Bool {
+        guard role == .client else {
+            protocolViolation("a client sent a trailers frame")
+            return false
+        }
+        guard peerPhase != .trailersReceived else {
+            protocolViolation("the server sent a second trailers frame")
+            return false
+        }
+        do {
+            let trailing = try Metadata.decodeTrailers(payload)
+            metadataState.withLock { $0.trailing = trailing }
+        } catch {
+            end(CallStatus(error: error), closeConnection: true)
+            return false
+        }
+        peerPhase = .trailersReceived
+        return true
+    }
+
+    /// Server: makes the handler, once (see ``start(makeHandler:)``). A handler whose
+    /// making ended the call (it cancelled it) hears `didClose` at once.
+    private func makeHandlerIfNeeded() {
+        guard let make = makeHandler else { return }
+        makeHandler = nil
+        let made = make(self)
+        if ended, let status {
+            eventLoop.execute { made.call(self, didCloseWith: status) }
+        } else {
+            handler = made
+        }
     }
 
     private func protocolViolation(_ what: String) {
@@ -462,7 +674,7 @@ public final class Call: @unchecked Sendable {
         ended = true
         self.status = status
         writeReport = nil
-        decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize)
+        decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize, maximumMetadataSize: options.maximumMetadataSize)
         input = UnsafeRawBufferPointer(start: nil, count: 0)
         if closeConnection {
             connection.close()
@@ -472,6 +684,12 @@ public final class Call: @unchecked Sendable {
             if peerEnded { connection.close() }
         }
         updateReading()
+        // A server call that ended before its first frame still gets its handler, which
+        // hears only this end (its server learns the call is over through it).
+        if let make = makeHandler {
+            makeHandler = nil
+            self.handler = make(self)
+        }
         let handler = self.handler
         self.handler = nil
         if deferHandler {

@@ -4,6 +4,11 @@
 /// The shape of the flow-control proposal: `didReceive` for each message (only as
 /// asked for, with flow control on), `didWriteData` after each sent message is in the
 /// kernel (flow control on only), `didClose` once with the final status.
+///
+/// Metadata needs no callback: a server's handler is made once the client's headers
+/// arrived (``Call/method`` and ``Call/metadata`` are set by then); a client has the
+/// server's ``Call/responseMetadata`` before its first `didReceive` and
+/// ``Call/trailingMetadata`` before `didClose`.
 public protocol CallHandler: AnyObject, Sendable {
     /// A message arrived.
     func call(_ call: Call, didReceive message: [UInt8])

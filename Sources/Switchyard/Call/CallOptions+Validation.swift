@@ -5,7 +5,7 @@ extension CallOptions {
     /// trapping in the frame decoder.
     /// - Throws: `invalidArgument`, reason `invalid option`: a negative
     ///   ``maximumMessageSize``, or one over 4 GiB (a frame's length field is 32 bits);
-    ///   a ``timeout`` that is not positive.
+    ///   a ``timeout`` that is not positive; a ``maximumMetadataSize`` below 0 or over 4 GiB.
     public func validate() throws(TransportError) {
         if let timeout, timeout <= .zero {
             throw TransportError(
@@ -16,6 +16,11 @@ extension CallOptions {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,
                 message: "invalid maximumMessageSize \(maximumMessageSize) (0...\(UInt32.max) bytes: a frame's length is 32 bits)")
+        }
+        guard (0...Int(UInt32.max)).contains(maximumMetadataSize) else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid maximumMetadataSize \(maximumMetadataSize) (0...\(UInt32.max) bytes: a frame's length is 32 bits)")
         }
     }
 }

@@ -55,17 +55,21 @@ public final class CallServer: Sendable {
                 connection.close()
                 return
             }
-            let handler: any CallHandler
-            switch serving {
-            case .handler(let makeHandler):
-                handler = makeHandler(call)
-            case .task(let serve):
-                let async = AsyncCall()
-                async.attach(call)
-                calls.runTask(on: call.eventLoop) { await CallServer.serveCall(async, with: serve) }
-                handler = async
+            // The handler is made once the client's headers arrived, so that it sees the
+            // call's method and metadata (Call.start(makeHandler:)).
+            call.start { call in
+                let handler: any CallHandler
+                switch serving {
+                case .handler(let makeHandler):
+                    handler = makeHandler(call)
+                case .task(let serve):
+                    let async = AsyncCall()
+                    async.attach(call)
+                    calls.runTask(on: call.eventLoop) { await CallServer.serveCall(async, with: serve) }
+                    handler = async
+                }
+                return ForwardingCallHandler(handler) { call, _ in calls.remove(call) }
             }
-            call.start(handler: ForwardingCallHandler(handler) { call, _ in calls.remove(call) })
         }
     }
 

@@ -59,16 +59,25 @@ public final class Channel: Sendable {
         observation?.cancel()
     }
 
-    /// Connects and starts a call whose events go to `handler`. With
+    /// Connects and starts a call to `method` carrying `metadata` (sent first, in one
+    /// headers frame; the server has both before its handler is made) whose events go to
+    /// `handler`. With
     /// ``CallOptions/timeout`` the call has a deadline from now, connect included
     /// (``CallDeadline``): past it the call ends `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
-    ///   of range (``CallOptions/validate()``), before any connect.
-    public func startCall(options: CallOptions = CallOptions(), handler: any CallHandler) async throws -> Call {
+    ///   of range (``CallOptions/validate()``), before any connect; `invalidArgument`/
+    ///   `invalid metadata` for a method name over 65,535 bytes or with a control
+    ///   character, before any connect.
+    public func startCall(
+        method: String = "", metadata: Metadata = Metadata(), options: CallOptions = CallOptions(), handler: any CallHandler
+    ) async throws -> Call {
         try options.validate()
+        if let problem = Metadata.problem(method: method) {
+            throw TransportError(code: .invalidArgument, reason: .invalidMetadata, message: problem)
+        }
         try checkOpen()
         try suspension.check()
         if let monitor, monitor.current.category == .none {
@@ -87,7 +96,7 @@ public final class Channel: Sendable {
         } else {
             connection = try await transport.connect(to: target, options: connectOptions)
         }
-        let call = Call(role: .client, connection: connection, options: options)
+        let call = Call(role: .client, connection: connection, options: options, method: method, metadata: metadata)
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
             deadline?.disarm()
             guard let self else { return }
@@ -109,15 +118,15 @@ public final class Channel: Sendable {
         return call
     }
 
-    /// Runs `body` with an async call, on the call's event loop (it is the task's
+    /// Runs `body` with an async call to `method` carrying `metadata`, on the call's event loop (it is the task's
     /// executor, so awaiting a message or a write does not hop to the global pool). The
     /// call is cancelled if `body` throws or returns before the call ended.
     public func withCall<Result: Sendable>(
-        options: CallOptions = CallOptions(),
+        method: String = "", metadata: Metadata = Metadata(), options: CallOptions = CallOptions(),
         _ body: (AsyncCall) async throws -> Result
     ) async throws -> Result {
         let async = AsyncCall()
-        let call = try await startCall(options: options, handler: async)
+        let call = try await startCall(method: method, metadata: metadata, options: options, handler: async)
         async.attach(call)
         return try await withTaskExecutorPreference(call.eventLoop) {
             do {

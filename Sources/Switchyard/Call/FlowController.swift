@@ -76,6 +76,11 @@ public struct CallOptions: Sendable {
     /// The largest message accepted (default 4 MiB); a larger frame ends the call with
     /// `resourceExhausted`, reason `frame too large`.
     public var maximumMessageSize: Int
+    /// The largest headers or trailers payload accepted (default 16 KiB): the client's
+    /// method and request metadata on a server, the server's response or trailing
+    /// metadata on a client. A larger metadata frame ends the call with
+    /// `resourceExhausted`, reason `metadata too large`, as soon as its prefix arrives.
+    public var maximumMetadataSize: Int = Frame.defaultMaximumMetadataSize
     /// A custom policy; when set it replaces what ``enableFlowControl`` chooses.
     public var flowController: (any FlowController)?
     /// The call's deadline, counted from when a channel is asked for it (its connect

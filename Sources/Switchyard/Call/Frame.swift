@@ -1,14 +1,41 @@
 /// Messages on a byte stream: a 5-byte prefix (a flags byte, then the payload length as
 /// a 32-bit big-endian integer), then the payload.
 ///
-/// The flags byte says what the frame carries: ``Kind/message`` (a user message) or
-/// ``Kind/status`` (the trailer that ends a call: its ``CallStatus``). Any other value
-/// is a protocol error.
+/// The flags byte says what the frame carries. Any other value is a protocol error.
+///
+/// | flags | kind | payload | sent by |
+/// |---|---|---|---|
+/// | `0x00` | ``Kind/message`` | a user message | both ends |
+/// | `0x01` | ``Kind/status`` | the ``CallStatus`` that ends the call | the server, last |
+/// | `0x02` | ``Kind/headers`` | a method name and ``Metadata`` | the client, first; the server, before its first message (optional) |
+/// | `0x03` | ``Kind/trailers`` | the server's trailing ``Metadata`` | the server, right before its status (optional) |
+///
+/// The metadata payloads are laid out in Metadata+Frame.swift: a headers payload is the
+/// method name's length (2 bytes, big-endian) and its UTF-8 bytes, then the pairs; a
+/// trailers payload is the pairs; each pair is the key's length (1 byte), the key
+/// (ASCII), the value's length (4 bytes, big-endian) and the value. The server's headers
+/// carry an empty method name.
+///
+/// A call on the wire, client to server: `headers`, then `message`s, then the end of
+/// the stream (a half-close). Server to client: `headers` (optional), `message`s,
+/// `trailers` (optional), `status`, then the end of the stream. A client whose call has
+/// no method and no metadata still sends its (7-byte) headers frame, so the server makes
+/// the call's handler at once. A server takes a stream whose first frame is a message
+/// (or that ends first) as a call with no method and empty metadata: peers from before
+/// the metadata frames, and raw test clients, keep working. Headers out of place (a
+/// second one, or after a message), trailers from a client or not followed by the
+/// status, are protocol violations.
+///
+/// Metadata frames are bounded by their own maximum (``CallOptions/maximumMetadataSize``,
+/// 16 KiB by default), messages and status by ``CallOptions/maximumMessageSize``.
 public enum Frame {
     /// The size of the prefix.
     public static let headerSize = 5
     /// The default largest payload a decoder accepts: 4 MiB.
     public static let defaultMaximumMessageSize = 4 * 1024 * 1024
+    /// The default largest headers or trailers payload a decoder accepts: 16 KiB (what
+    /// gRPC servers commonly allow for a header list).
+    public static let defaultMaximumMetadataSize = 16 * 1024
 
     /// What a frame carries (its flags byte).
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
@@ -18,15 +45,27 @@ public enum Frame {
         public static let message = Kind(0x00)
         /// The status that ends a call (sent once, by the server).
         public static let status = Kind(0x01)
+        /// A call's opening metadata: the client's method name and request metadata (its
+        /// first frame), or the server's response metadata (before its first message).
+        public static let headers = Kind(0x02)
+        /// The server's trailing metadata (right before its status).
+        public static let trailers = Kind(0x03)
         /// The known kind for a flags byte, or nil.
         public init?(flags: UInt8) {
-            switch flags {
-            case 0x00: self = .message
-            case 0x01: self = .status
-            default: return nil
+            guard flags <= 0x03 else { return nil }
+            self.init(flags)
+        }
+        /// Whether the frame carries metadata (bounded by the maximum metadata size).
+        public var isMetadata: Bool { rawValue >= 0x02 }
+        public var description: String {
+            switch rawValue {
+            case 0x00: "message"
+            case 0x01: "status"
+            case 0x02: "headers"
+            case 0x03: "trailers"
+            default: "flags \(rawValue)"
             }
         }
-        public var description: String { rawValue == 0 ? "message" : rawValue == 1 ? "status" : "flags \(rawValue)" }
     }
 
     /// Runs `body` with the prefix of a frame of `kind` carrying `count` payload bytes.
@@ -80,12 +119,16 @@ extension TransportError.Reason {
 ///
 /// Errors (each ends the stream; the connection must be closed):
 /// - a length over ``maximumMessageSize``: `resourceExhausted`, reason `frame too large`,
-///   raised as soon as the prefix arrives (the payload is never buffered);
+///   raised as soon as the prefix arrives (the payload is never buffered); for a headers
+///   or trailers frame, a length over ``maximumMetadataSize``: `resourceExhausted`,
+///   reason `metadata too large`, the same way;
 /// - an unknown flags byte: `internal`, reason `unknown frame flags`;
 /// - end of stream inside a frame (``finish()``): `internal`, reason `truncated frame`.
 public struct FrameDecoder: Sendable {
     /// The largest payload accepted.
     public let maximumMessageSize: Int
+    /// The largest payload of a headers or trailers frame accepted.
+    public let maximumMetadataSize: Int
     /// How far beyond the bytes in hand a payload being assembled is reserved (one read's
     /// worth: a 64 KiB message split over two reads is still one allocation).
     static let assemblyReserveAhead = 64 * 1024
@@ -122,11 +165,21 @@ public struct FrameDecoder: Sendable {
         init(_ error: TransportError) { self.error = error }
     }
 
-    public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize) {
+    public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize, maximumMetadataSize: Int = Frame.defaultMaximumMetadataSize) {
         precondition(
             maximumMessageSize >= 0,
             "FrameDecoder(maximumMessageSize:) was given \(maximumMessageSize): a size is 0 or more (a programming error; check a configured CallOptions.maximumMessageSize first)")
+        precondition(
+            maximumMetadataSize >= 0,
+            "FrameDecoder(maximumMetadataSize:) was given \(maximumMetadataSize): a size is 0 or more (a programming error; check a configured CallOptions.maximumMetadataSize first)")
         self.maximumMessageSize = maximumMessageSize
+        self.maximumMetadataSize = maximumMetadataSize
+    }
+
+    /// The largest payload accepted in a frame of `kind`.
+    @inline(__always)
+    func maximumSize(of kind: Frame.Kind) -> Int {
+        kind.isMetadata ? maximumMetadataSize : maximumMessageSize
     }
 
     /// Bytes received and not yet returned as frames.
@@ -219,7 +272,7 @@ public struct FrameDecoder: Sendable {
     private func partialFrame(available: Int, _ byte: (Int) -> UInt8) -> (kind: Frame.Kind, length: Int)? {
         guard available > Frame.headerSize, let kind = Frame.Kind(flags: byte(0)) else { return nil }
         let length = Int(byte(1)) << 24 | Int(byte(2)) << 16 | Int(byte(3)) << 8 | Int(byte(4))
-        guard length <= maximumMessageSize, available < Frame.headerSize + length else { return nil }
+        guard length <= maximumSize(of: kind), available < Frame.headerSize + length else { return nil }
         return (kind, length)
     }
 
@@ -282,6 +335,10 @@ public struct FrameDecoder: Sendable {
         case message
         /// A whole status frame: ``takePayload()`` returns it.
         case status
+        /// A whole headers frame: ``takePayload()`` returns it.
+        case headers
+        /// A whole trailers frame: ``takePayload()`` returns it.
+        case trailers
         /// A bad prefix (unknown flags, too large) or an earlier error: ``next()`` throws.
         case invalid
     }
@@ -291,27 +348,47 @@ public struct FrameDecoder: Sendable {
         @inline(__always) get {
             if payloadLength != 0 {
                 if payloadLength < 0 { return .invalid }  // failed
-                return payload.count < payloadLength ? .none : payloadKind == .message ? .message : .status
+                return payload.count < payloadLength ? .none : Self.pending(payloadKind)
             }
             guard buffer.count - readIndex >= Frame.headerSize else { return .none }
             return buffer.withUnsafeBytes { buffer in
-                Self.pending(in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]), maximumMessageSize: maximumMessageSize)
+                Self.pending(
+                    in: UnsafeRawBufferPointer(rebasing: buffer[readIndex...]), maximumMessageSize: maximumMessageSize,
+                    maximumMetadataSize: maximumMetadataSize)
             }
         }
     }
 
-    /// What waits at the front of `bytes`, read as the start of a frame.
+    /// The whole frame of a known `kind`, as ``pending`` reports it.
     @inline(__always)
-    static func pending(in bytes: UnsafeRawBufferPointer, maximumMessageSize: Int) -> Pending {
+    private static func pending(_ kind: Frame.Kind) -> Pending {
+        switch kind.rawValue {
+        case 0x00: .message
+        case 0x01: .status
+        case 0x02: .headers
+        default: .trailers
+        }
+    }
+
+    /// What waits at the front of `bytes`, read as the start of a frame. A message or
+    /// status frame is checked against `maximumMessageSize` exactly as before the
+    /// metadata frames; `maximumMetadataSize` is read only for a headers or trailers frame.
+    @inline(__always)
+    static func pending(
+        in bytes: UnsafeRawBufferPointer, maximumMessageSize: Int, maximumMetadataSize: Int = Frame.defaultMaximumMetadataSize
+    ) -> Pending {
         guard bytes.count >= Frame.headerSize else { return .none }
         let kind: Pending
+        let maximum: Int
         switch bytes[0] {
-        case 0x00: kind = .message
-        case 0x01: kind = .status
+        case 0x00: kind = .message; maximum = maximumMessageSize
+        case 0x01: kind = .status; maximum = maximumMessageSize
+        case 0x02: kind = .headers; maximum = maximumMetadataSize
+        case 0x03: kind = .trailers; maximum = maximumMetadataSize
         default: return .invalid
         }
         let length = payloadLength(in: bytes)
-        if length > maximumMessageSize { return .invalid }
+        if length > maximum { return .invalid }
         return bytes.count >= Frame.headerSize + length ? kind : .none
     }
 
@@ -329,7 +406,7 @@ public struct FrameDecoder: Sendable {
         return (Array(UnsafeRawBufferPointer(rebasing: bytes[Frame.headerSize..<(Frame.headerSize + length)])), Frame.headerSize + length)
     }
 
-    /// Removes the whole, valid frame ``pending`` reported (`.message` or `.status`) and
+    /// Removes the whole, valid frame ``pending`` reported (any kind but `.invalid`) and
     /// returns its payload: the one copy a received message costs.
     mutating func takePayload() -> [UInt8] {
         if payloadLength != 0 {
@@ -369,10 +446,18 @@ public struct FrameDecoder: Sendable {
         }
         var length = 0
         for i in 1...4 { length = length << 8 | Int(buffer[readIndex + i]) }
-        guard length <= maximumMessageSize else {
-            return try fail(TransportError(
-                code: .resourceExhausted, reason: .frameTooLarge,
-                message: "a frame announces \(length) bytes; the maximum message size is \(maximumMessageSize)"))
+        if kind.isMetadata {
+            guard length <= maximumMetadataSize else {
+                return try fail(TransportError(
+                    code: .resourceExhausted, reason: .metadataTooLarge,
+                    message: "a \(kind) frame announces \(length) bytes; the maximum metadata size is \(maximumMetadataSize)"))
+            }
+        } else {
+            guard length <= maximumMessageSize else {
+                return try fail(TransportError(
+                    code: .resourceExhausted, reason: .frameTooLarge,
+                    message: "a frame announces \(length) bytes; the maximum message size is \(maximumMessageSize)"))
+            }
         }
         guard available >= Frame.headerSize + length else { return nil }
         return (kind, takePayload())
