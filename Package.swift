@@ -38,12 +38,18 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
         .target(
             name: "Switchyard",
-            dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+            dependencies: [
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
@@ -61,6 +67,8 @@ let package = Package(
                 "Switchyard", "CSwitchyardPosix", "CSwitchyardBackendABI",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -116,7 +124,11 @@ let package = Package(
         // The Linux connectivity monitor: rtnetlink links, addresses and routes.
         .target(
             name: "SwitchyardNetlink",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         // Resumable transfers over calls (any backend): the protocol, the sender's
@@ -200,6 +212,31 @@ let package = Package(
         .testTarget(
             name: "SwitchyardTests",
             dependencies: ["Switchyard"],
+            swiftSettings: strict
+        ),
+        // A new user's program that bootstraps swift-log and swift-metrics, makes a
+        // connect, a reset, a stall and a connectivity change for real, and prints what it
+        // captured (Tests/ObservabilityTests runs it inside a network namespace).
+        .executableTarget(
+            name: "observed-app",
+            dependencies: [
+                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            path: "Tests/Fixtures/ObservedApp",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ObservabilityTests",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardMemory",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
