@@ -16,11 +16,15 @@ public final class CallServer: Sendable {
         self.localAddress = listener.localAddress
         let calls = CallSet()
         self.calls = calls
+        let callObserver = CallObserver(role: "server")
         // Each accepted connection becomes a call on its own loop, with no task hop.
         listener.acceptConnections { connection in
             let call = Call(role: .server, connection: connection, options: options)
             calls.insert(call)
-            call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, _ in calls.remove(call) })
+            call.start(handler: ForwardingCallHandler(makeHandler(call)) { call, status in
+                calls.remove(call)
+                callObserver.ended(call, status: status, logger: options.logger)
+            })
         }
     }
 
