@@ -1,3 +1,4 @@
+import CoreMetrics
 import InMemoryLogging
 import Logging
 import MetricsTestKit

@@ -11,14 +11,18 @@ import Testing
 /// for real: the server's abort (RST), nft dropping the port, the link going down.
 @Suite("A program that bootstraps swift-log and swift-metrics", .serialized, .timeLimit(.minutes(2)))
 struct ObservedAppTests {
-    @Test("sees log lines and counters for a connect, a reset, a stall and a connectivity change", arguments: ["bsd", "libuv"])
-    func observedApp(backend: String) async throws {
+    /// bsd with the kernel's stall detection and with its TCP_INFO monitor alone, libuv
+    /// (the kernel's only).
+    @Test(
+        "sees log lines and counters for a connect, a reset, a stall and a connectivity change",
+        arguments: [("bsd", "kernel"), ("bsd", "monitor"), ("libuv", "kernel")])
+    func observedApp(backend: String, detection: String) async throws {
         guard getuid() == 0, access("/usr/sbin/ip", X_OK) == 0, access("/usr/sbin/nft", X_OK) == 0 else {
             print("ObservedAppTests: skipped: needs root, iproute2 and nft (network namespaces)")
             return
         }
         let app = try Self.appPath()
-        let suffix = "\(backend == "bsd" ? "b" : "u")\(getpid())"
+        let suffix = "\(backend == "bsd" ? "b" : "u")\(detection.prefix(1))\(getpid())"
         let namespace = "syobs-\(suffix)"
         let interface = "wlan0-\(suffix)"
         let peer = "p0-\(suffix)"
@@ -36,7 +40,7 @@ struct ObservedAppTests {
             try #require(Self.run("/usr/sbin/ip", step).status == 0, "ip \(step.joined(separator: " ")) failed")
         }
 
-        let result = Self.run("/usr/sbin/ip", ["netns", "exec", namespace, app, backend, interface, "10.215.7.2"], timeout: .seconds(60))
+        let result = Self.run("/usr/sbin/ip", ["netns", "exec", namespace, app, backend, interface, "10.215.7.2", detection], timeout: .seconds(60))
         try #require(result.status == 0, "observed-app exited with \(result.status)\n\(result.stderr)\n\(result.stdout)")
         let lines = result.stdout.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
@@ -85,6 +89,17 @@ struct ObservedAppTests {
         #expect(stalledCount == Double(stalls.count) && stalledCount >= 1, "\(report)")
         let byDetector = ["tcp_info", "kernel"].map { counter("switchyard_stalls_total", ["backend": backend, "detector": $0]) ?? 0 }
         #expect(byDetector.reduce(0, +) == stalledCount, "\(report)")
+        let detectionTimes = metrics.first {
+            $0["label"] as? String == "switchyard_stall_detection_duration"
+                && $0["dimensions"] as? [String: String] == ["backend": backend, "detector": "tcp_info"]
+        }
+        if detection == "monitor" {
+            // Only the monitor can have found it, and it says how long it waited: at
+            // least the stall timeout (2 s).
+            #expect(stalls.allSatisfy { metadata($0)["switchyard.detector"] == "tcp_info" }, "\(report)")
+            #expect(detectionTimes?["count"] as? Int == Int(byDetector[0]), "\(report)")
+            #expect((detectionTimes?["value"] as? Double ?? 0) >= 2e9, "\(report)")
+        }
 
         // The connectivity change: wifi to none, and back.
         let changes = logs.filter { $0["message"] as? String == "connectivity changed" }

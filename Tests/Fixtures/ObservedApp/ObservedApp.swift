@@ -18,22 +18,26 @@ import Synchronization
 /// Run it as root inside a network namespace of its own (ObservabilityTests makes one):
 /// it changes that namespace's firewall and links.
 ///
-///     observed-app BACKEND INTERFACE GATEWAY
+///     observed-app BACKEND INTERFACE GATEWAY [kernel|monitor]
 ///
-/// `INTERFACE` carries the namespace's default route, via `GATEWAY`.
+/// `INTERFACE` carries the namespace's default route, via `GATEWAY`. `monitor` turns the
+/// kernel's stall detection off (``TransportConfiguration/kernelStallDetection``), so the
+/// backend's own monitor (bsd's TCP_INFO sweep) must find the stall.
 @main
 struct ObservedApp {
     static func main() async {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4 else {
-            FileHandle.standardError.write(Data("usage: observed-app BACKEND INTERFACE GATEWAY\n".utf8))
+        guard arguments.count == 4 || (arguments.count == 5 && ["kernel", "monitor"].contains(arguments[4])) else {
+            FileHandle.standardError.write(Data("usage: observed-app BACKEND INTERFACE GATEWAY [kernel|monitor]\n".utf8))
             exit(2)
         }
         LoggingSystem.bootstrap { label in CapturingLogHandler(label: label) }
         let metrics = TestMetrics()
         MetricsSystem.bootstrap(metrics)
         do {
-            try await run(backend: arguments[1], interface: arguments[2], gateway: arguments[3])
+            try await run(
+                backend: arguments[1], interface: arguments[2], gateway: arguments[3],
+                kernelStallDetection: arguments.count == 4 || arguments[4] == "kernel")
         } catch {
             FileHandle.standardError.write(Data("observed-app failed: \(error)\n".utf8))
             printCaptured(metrics)
@@ -42,12 +46,13 @@ struct ObservedApp {
         printCaptured(metrics)
     }
 
-    static func run(backend: String, interface: String, gateway: String) async throws {
+    static func run(backend: String, interface: String, gateway: String, kernelStallDetection: Bool) async throws {
         var logger = Logger(label: "observed-app")
         logger.logLevel = .debug
         let transport = try Backends.makeTransport(
             named: backend,
-            configuration: TransportConfiguration(eventLoopCount: 1, stallTimeout: .seconds(2), logger: logger))
+            configuration: TransportConfiguration(
+                eventLoopCount: 1, stallTimeout: .seconds(2), kernelStallDetection: kernelStallDetection, logger: logger))
         let accepted = AcceptedQueue()
         let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
         let port = listener.localAddress.port
