@@ -128,6 +128,31 @@ struct TransportObservabilityTests {
         #expect(line.metadata["switchyard.peer"] == "\(endpoint)")
     }
 
+    @Test("While a metrics backend records, the bytes queued behind a peer that does not read are sampled as buffered bytes", arguments: ["bsd", "libuv"])
+    func bufferedBytesAreSampled(backend: String) async throws {
+        let metrics = TestMetrics()
+        let (transport, _) = try Self.make(backend, metrics: metrics)
+        let listener = try await transport.listen(on: Self.endpoint(backend))
+        let accepted = Accepted()
+        listener.acceptConnections { accepted.push($0) }
+        let client = try await transport.connect(to: listener.localAddress)
+        client.setHandler(Recorder())
+        let server = try await accepted.next()
+        server.setHandler(Recorder())  // never reads: the kernel's buffers fill, the rest queues
+        client.write(Array(repeating: 1, count: 32 << 20), completion: nil)
+        let gauge = try metrics.expectGauge("switchyard_buffered_bytes", [("backend", backend)])
+        let deadline = ContinuousClock.now + .seconds(5)
+        while (gauge.lastValue ?? 0) == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let sampled = gauge.lastValue ?? 0
+        #expect(sampled > 0 && sampled <= Double(32 << 20), "sampled \(sampled)")
+        client.close()
+        server.close()
+        listener.close()
+        await transport.shutdown(gracePeriod: .seconds(1))
+    }
+
     @Test("A transport's configuration compares and hashes equal whatever its logger")
     func configurationEqualityIgnoresTheLogger() {
         var logger = Logger(label: "other", factory: { _ in InMemoryLogHandler() })
