@@ -48,12 +48,17 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         // The tests start child processes (the tools, scripts, helpers) with it.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // The core: protocols, value types, errors, the registry. No libc, no Foundation.
         .target(
             name: "Switchyard",
-            dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+            dependencies: [
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
@@ -71,6 +76,8 @@ let package = Package(
                 "Switchyard", "CSwitchyardPosix", "CSwitchyardBackendABI",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -126,7 +133,11 @@ let package = Package(
         // The Linux connectivity monitor: rtnetlink links, addresses and routes.
         .target(
             name: "SwitchyardNetlink",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         // Switchyard's long-running parts as swift-service-lifecycle `Service`s (CallServer,
@@ -243,6 +254,31 @@ let package = Package(
         .testTarget(
             name: "SwitchyardTests",
             dependencies: ["Switchyard"],
+            swiftSettings: strict
+        ),
+        // A new user's program that bootstraps swift-log and swift-metrics, makes a
+        // connect, a reset, a stall and a connectivity change for real, and prints what it
+        // captured (Tests/ObservabilityTests runs it inside a network namespace).
+        .executableTarget(
+            name: "observed-app",
+            dependencies: [
+                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            path: "Tests/Fixtures/ObservedApp",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ObservabilityTests",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardMemory",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,3 +1,5 @@
+public import Logging
+
 /// A backend: it makes connections and listeners and owns the event loops they run on.
 ///
 /// ## Contract
@@ -80,6 +82,10 @@ public struct ListenOptions: Sendable, Hashable {
 }
 
 /// Settings a backend is made with.
+///
+/// Equality and hashing compare the settings that change how the backend behaves, and
+/// ignore ``logger``: two configurations that differ only in where they log are equal
+/// (a `Logger` has no meaningful equality, and logging changes no behaviour).
 public struct TransportConfiguration: Sendable, Hashable {
     /// How many event loops (threads) to run; `nil` means one per core.
     public var eventLoopCount: Int?
@@ -117,13 +123,40 @@ public struct TransportConfiguration: Sendable, Hashable {
     /// never shrinks; it costs the kernel about 8 bytes per slot (128 KiB for the
     /// default's 16,384). Best effort: when it cannot be grown, it is left as it is.
     public var reservedDescriptors: Int
+    /// Where the transport logs its connections' lives: connects and their failures,
+    /// accepts, closes with their reason, stalls (naming the detector), resets and
+    /// reclaimed descriptors (`SwitchyardBackendKit`'s `TransportObserver` lists every
+    /// message and its level). Routine opens and closes are `debug`; a stall, a reset
+    /// or a reclaimed descriptor is `warning`. Nothing is logged per message. The
+    /// default logs nowhere (``disabledLogger``): give a logger of your
+    /// bootstrapped logging system to see them. Ignored by `==` and `hash(into:)`.
+    public var logger: Logger
     public init(
         eventLoopCount: Int? = nil, stallTimeout: Duration? = nil, reservedDescriptors: Int = 16_384,
-        kernelStallDetection: Bool = true
+        kernelStallDetection: Bool = true, logger: Logger = TransportConfiguration.disabledLogger
     ) {
         self.eventLoopCount = eventLoopCount
         self.stallTimeout = stallTimeout
         self.reservedDescriptors = reservedDescriptors
         self.kernelStallDetection = kernelStallDetection
+        self.logger = logger
+    }
+
+    /// A logger that logs nothing, whatever the process bootstrapped: the default.
+    public static let disabledLogger = Logger(label: "switchyard", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Compares every setting but ``logger``.
+    public static func == (lhs: TransportConfiguration, rhs: TransportConfiguration) -> Bool {
+        lhs.eventLoopCount == rhs.eventLoopCount && lhs.stallTimeout == rhs.stallTimeout
+            && lhs.kernelStallDetection == rhs.kernelStallDetection
+            && lhs.reservedDescriptors == rhs.reservedDescriptors
+    }
+
+    /// Hashes every setting but ``logger``.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(eventLoopCount)
+        hasher.combine(stallTimeout)
+        hasher.combine(kernelStallDetection)
+        hasher.combine(reservedDescriptors)
     }
 }

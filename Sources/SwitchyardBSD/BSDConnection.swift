@@ -73,9 +73,10 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     /// waits for ``finishActivation()``, called once the connection was handed over: an
     /// owner that starts reading in between registers it with EPOLLIN in one
     /// EPOLL_CTL_ADD, rather than an ADD for nothing and a MOD for input.
-    func activate(registeringAtOnce: Bool = true) throws(TransportError) {
+    /// `accepted` says whether a listener accepted it (for the transport's logs and metrics).
+    func activate(registeringAtOnce: Bool = true, accepted: Bool = false) throws(TransportError) {
         loop.assertInLoop()
-        guard lifecycle.insert(self) else {
+        guard lifecycle.insertConnection(self, accepted: accepted) else {
             socket.take()?.close()
             _ = state.end(with: .transportShutdown())
             throw TransportError.transportShutdown()
@@ -200,6 +201,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     /// once), with `unavailable`/`stalled`.
     func endStalled(waited: Duration, timeout: Duration) {
         guard state.isOpen else { return }
+        lifecycle.observer.stallDetected(waited: waited)
         try? Posix.setLingerZero(descriptor)
         terminate(TransportError(
             code: .unavailable, reason: .stalled,
@@ -255,7 +257,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
         guard let ending = state.end(with: error) else { return }
         if !parked { loop.deregister(descriptor) }
         socket.take()?.close()
-        lifecycle.remove(self)
+        lifecycle.connectionEnded(self)
         stallMonitor?.remove(self)
         if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }

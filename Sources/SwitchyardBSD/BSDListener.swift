@@ -122,7 +122,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         let connections = self.connections
         let activate: @Sendable () -> Void = {
             do {
-                try connection.activate(registeringAtOnce: false)
+                try connection.activate(registeringAtOnce: false, accepted: true)
             } catch {
                 return
             }

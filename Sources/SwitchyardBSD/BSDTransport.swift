@@ -45,7 +45,7 @@ public final class BSDTransport: LifecycleTransport {
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         let group = try EpollEventLoopGroup(count: configuration.eventLoopCount, name: "sy-bsd")
         self.group = group
-        lifecycle = TransportLifecycle(group: group)
+        lifecycle = TransportLifecycle(group: group, observer: TransportObserver(backend: "bsd", logger: configuration.logger))
         stall = settings.map { StallMonitors(settings: $0, group: group) }
     }
 
@@ -59,11 +59,13 @@ public final class BSDTransport: LifecycleTransport {
     /// (``HappyEyeballs``: IPv6 first, families alternating, a new attempt every 250 ms
     /// while earlier ones are pending, the next one at once when one fails).
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        try lifecycle.ensureAccepting()
-        try NameResolution.checkHostAndPort(endpoint)
-        return try await HappyEyeballs.connect(
-            to: endpoint, timeout: options.timeout, discard: { $0.close() },
-            attempt: { address, timeout in try await self.connect(to: address, timeout: timeout) })
+        try await lifecycle.observingConnect(to: endpoint) {
+            try lifecycle.ensureAccepting()
+            try NameResolution.checkHostAndPort(endpoint)
+            return try await HappyEyeballs.connect(
+                to: endpoint, timeout: options.timeout, discard: { $0.close() },
+                attempt: { address, timeout in try await self.connect(to: address, timeout: timeout) })
+        }
     }
 
     private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {

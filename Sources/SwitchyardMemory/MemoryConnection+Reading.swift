@@ -35,6 +35,7 @@ extension MemoryConnection {
             switch inbound.read(into: loop.readBuffer) {
             case .bytes(let count, let wake):
                 wake?.wakeWriter()
+                state.noteReceived(count)
                 state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<count]))
             case .endOfStream:
                 state.readDidEnd()?.connectionDidReadEnd()

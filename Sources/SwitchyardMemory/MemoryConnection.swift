@@ -64,8 +64,9 @@ final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Se
 
     /// Registers with the transport; false when it is shutting down (the caller then
     /// discards the connection).
-    func activate() -> Bool {
-        lifecycle.insert(self)
+    /// `accepted` says whether a listener accepted it (for the transport's logs and metrics).
+    func activate(accepted: Bool) -> Bool {
+        lifecycle.insertConnection(self, accepted: accepted)
     }
 
     /// Ends a connection that never reached its loop nor anyone's hands (its transport
@@ -126,7 +127,7 @@ final class MemoryConnection: StreamConnection, LoopBoundResource, @unchecked Se
             outbound.finish()?.wakeReader()
         }
         inbound.closeReader()?.wakeWriter()
-        lifecycle.remove(self)
+        lifecycle.connectionEnded(self)
         releasePort()
         if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }

@@ -37,7 +37,7 @@ public final class MemoryListener: Listener {
     /// listener (or its transport) is closing; the caller then discards both ends and
     /// refuses the connect.
     func offer(_ connection: MemoryConnection) -> Bool {
-        guard !closed.load(ordering: .acquiring), connection.activate() else { return false }
+        guard !closed.load(ordering: .acquiring), connection.activate(accepted: true) else { return false }
         return connections.yield(connection)
     }
 }

@@ -76,11 +76,12 @@ public final class MemoryTransport: LifecycleTransport {
     public init(configuration: TransportConfiguration = .init()) throws {
         try configuration.validate()
         lifecycle = TransportLifecycle(
-            group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"))
+            group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"),
+            observer: TransportObserver(backend: Self.backendName, logger: configuration.logger))
     }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        try connectNow(to: endpoint)
+        try await lifecycle.observingConnect(to: endpoint) { try connectNow(to: endpoint) }
     }
 
     private func connectNow(to endpoint: Endpoint) throws(TransportError) -> MemoryConnection {
@@ -107,7 +108,7 @@ public final class MemoryTransport: LifecycleTransport {
         toServer.attach(writer: client, reader: server)
         toClient.attach(writer: server, reader: client)
 
-        guard client.activate() else {
+        guard client.activate(accepted: false) else {
             client.abandon()
             server.abandon()
             throw .transportShutdown("connect while the transport was shutting down")

@@ -1,4 +1,5 @@
 import Glibc
+public import Logging
 public import Switchyard
 import SwitchyardBackendKit
 import Synchronization
@@ -35,6 +36,11 @@ import Synchronization
 /// entered it (`setns(2)`). (sysfs hints come from the process's sysfs mount, see
 /// ``InterfaceClassifier``.)
 ///
+/// ## Logs and metrics
+/// Each reported change is logged to `logger` (`notice` when the category changes,
+/// `info` for another path in the same category) and counted in
+/// `switchyard_connectivity_changes_total`: see ``ConnectivityChangeReporting``.
+///
 /// ## Shutdown
 /// ``close()`` (or the last reference going away) stops the thread and closes both
 /// descriptors before it returns; afterwards ``current`` keeps the last path and no
@@ -55,14 +61,18 @@ public final class NetlinkConnectivityMonitor: ConnectivityMonitor {
     ///   - maximumDelay: The longest a change is held back while notifications keep
     ///     coming (default 500 ms).
     ///   - classify: The category of an interface, by name.
+    ///   - logger: Where the changes are logged (``ConnectivityChangeReporting``); by
+    ///     default nowhere.
     /// - Throws: A ``TransportError`` when the netlink socket cannot be opened or bound,
     ///   or the tables cannot be read (for example `permissionDenied` where netlink is
     ///   closed to the process, as for Android apps: use ``ManualConnectivityMonitor``).
     public init(
         debounce: Duration = .milliseconds(50),
         maximumDelay: Duration = .milliseconds(500),
-        classify: @escaping @Sendable (String) -> ConnectivityCategory = InterfaceClassifier.classify(name:)
+        classify: @escaping @Sendable (String) -> ConnectivityCategory = InterfaceClassifier.classify(name:),
+        logger: Logger = TransportConfiguration.disabledLogger
     ) throws(TransportError) {
+        let reporting = ConnectivityChangeReporting(monitor: "netlink", logger: logger)
         var machine = ConnectivityStateMachine(
             configuration: .init(debounce: debounce, maximumDelay: maximumDelay), classify: classify)
         let socket: CInt
@@ -95,8 +105,10 @@ public final class NetlinkConnectivityMonitor: ConnectivityMonitor {
             throw ErrnoTable.error(error, while: "reading links, addresses and routes over netlink")
         }
         let observers = ConnectivityObservers(initial: initial)
+        reporting.started(initial)
         let worker = NetlinkWorker(
-            socket: socket, wake: wake, buffer: buffer, machine: machine, dump: dump, observers: observers)
+            socket: socket, wake: wake, buffer: buffer, machine: machine, dump: dump, observers: observers,
+            reporting: reporting)
         let handle: pthread_t
         do {
             handle = try NetlinkSystem.startThread(name: "sy-netlink") { worker.run() }
@@ -150,14 +162,16 @@ private final class NetlinkWorker {
     private var machine: ConnectivityStateMachine
     private var dump: NetlinkDump
     private let observers: ConnectivityObservers
+    private let reporting: ConnectivityChangeReporting
     private let origin = ContinuousClock.now
     /// When the state machine wants `timerFired`, if it does.
     private var deadline: Duration?
 
     init(
         socket: CInt, wake: CInt, buffer: UnsafeMutableRawBufferPointer, machine: ConnectivityStateMachine,
-        dump: NetlinkDump, observers: ConnectivityObservers
+        dump: NetlinkDump, observers: ConnectivityObservers, reporting: ConnectivityChangeReporting
     ) {
+        self.reporting = reporting
         self.socket = socket
         self.wake = wake
         self.buffer = buffer
@@ -231,7 +245,8 @@ private final class NetlinkWorker {
             }
             perform(next)
         case .report(let path):
-            observers.update(path)
+            let previous = observers.current
+            if observers.update(path) { reporting.changed(from: previous, to: path) }
         }
     }
 

@@ -102,9 +102,10 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
 
     /// Registers with the transport. Call on the loop. False (and the connection is
     /// closed) when the transport is shutting down.
-    func activate() -> Bool {
+    /// `accepted` says whether a listener accepted it (for the transport's logs and metrics).
+    func activate(accepted: Bool) -> Bool {
         loop.assertInLoop()
-        guard lifecycle.insert(self) else {
+        guard lifecycle.insertConnection(self, accepted: accepted) else {
             terminate(.transportShutdown(), deferCallbacks: false)
             return false
         }
@@ -205,6 +206,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     private func didRead(_ count: Int) {
         guard state.isOpen else { return }
         if count > 0 {
+            state.noteReceived(count)
             state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: loop.readBuffer[..<count]))
         } else if count == Int(UV_EOF.rawValue) {
             // libuv reads with read(2), which ends a stream on /dev/null, a file or a pipe
@@ -395,7 +397,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         }
         let shuttingDown = state.isShuttingDownOutput
         guard let ending = state.end(with: error, bytesTaken: taken) else { return }
-        lifecycle.remove(self)
+        lifecycle.connectionEnded(self)
         loop.untrack(self, descriptor: descriptor)
         if let tcp {
             self.tcp = nil

@@ -154,7 +154,7 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
             tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,
             stallDetection: settings.stall != nil)
         registry.remove(self)
-        if connection.activate() {
+        if connection.activate(accepted: false) {
             finish(.success(connection))
         } else {
             finish(.failure(.transportShutdown()))

@@ -191,7 +191,7 @@ final class UVListener: Listener, @unchecked Sendable {
         let connection = UVConnection(
             tcp: tcp, loop: loop, local: local, remote: remote.endpoint, lifecycle: registry,
             stallDetection: settings.stall != nil)
-        guard connection.activate() else { return }
+        guard connection.activate(accepted: true) else { return }
         if !connections.yield(connection) { connection.close() }
     }
 }

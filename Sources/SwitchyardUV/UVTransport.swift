@@ -79,7 +79,7 @@ public final class UVTransport: LifecycleTransport {
         // waits for fewer (or no) RCU grace periods.
         _ = csy_reserve_descriptors(CInt(clamping: configuration.reservedDescriptors))
         group = try UVEventLoopGroup(count: configuration.eventLoopCount, name: "sy-uv")
-        lifecycle = TransportLifecycle(group: group)
+        lifecycle = TransportLifecycle(group: group, observer: TransportObserver(backend: "libuv", logger: configuration.logger))
     }
 
     /// The number of event loops (threads).
@@ -114,17 +114,19 @@ public final class UVTransport: LifecycleTransport {
     /// (``HappyEyeballs``: IPv6 first, families alternating, a new attempt every 250 ms
     /// while earlier ones are pending, the next one at once when one fails).
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        try lifecycle.ensureAccepting()
-        try NameResolution.checkHostAndPort(endpoint)
         let group = self.group
         let lifecycle = self.lifecycle
         let settings = self.settings
-        return try await HappyEyeballs.connect(
-            to: endpoint, timeout: options.timeout, discard: { $0.close() },
-            attempt: { address, timeout in
-                try await UVConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, settings: settings)
-                    .connected()
-            })
+        return try await lifecycle.observingConnect(to: endpoint) {
+            try lifecycle.ensureAccepting()
+            try NameResolution.checkHostAndPort(endpoint)
+            return try await HappyEyeballs.connect(
+                to: endpoint, timeout: options.timeout, discard: { $0.close() },
+                attempt: { address, timeout in
+                    try await UVConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, settings: settings)
+                        .connected()
+                })
+        }
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

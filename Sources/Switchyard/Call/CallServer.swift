@@ -47,6 +47,7 @@ public final class CallServer: Sendable {
         self.localAddress = listener.localAddress
         let calls = CallSet()
         self.calls = calls
+        let callObserver = CallObserver(role: "server")
         // Each accepted connection becomes a call on its own loop, with no task hop.
         listener.acceptConnections { connection in
             let call = Call(role: .server, connection: connection, options: options)
@@ -68,7 +69,10 @@ public final class CallServer: Sendable {
                     calls.runTask(on: call.eventLoop) { await CallServer.serveCall(async, with: serve) }
                     handler = async
                 }
-                return ForwardingCallHandler(handler) { call, _ in calls.remove(call) }
+                return ForwardingCallHandler(handler) { call, status in
+                    calls.remove(call)
+                    callObserver.ended(call, status: status, logger: options.logger)
+                }
             }
         }
     }

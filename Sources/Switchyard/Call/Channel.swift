@@ -28,6 +28,8 @@ public final class Channel: Sendable {
     let calls = CallSet()
     /// Whether a ``Lifecycle`` the channel is registered with is suspended (Channel+Lifecycle.swift).
     let suspension = ChannelSuspension()
+    /// Counts and logs the calls' ends (``CallObserver``).
+    let callObserver = CallObserver(role: "client")
 
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
@@ -97,8 +99,10 @@ public final class Channel: Sendable {
             connection = try await transport.connect(to: target, options: connectOptions)
         }
         let call = Call(role: .client, connection: connection, options: options, method: method, metadata: metadata)
+        let callObserver = self.callObserver
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
             deadline?.disarm()
+            callObserver.ended(call, status: status, logger: options.logger)
             guard let self else { return }
             self.forget(call)
             if call.endedByBrokenConnection, let error = status.error { self.connectionBroke(error) }

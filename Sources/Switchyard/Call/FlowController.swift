@@ -1,3 +1,5 @@
+public import Logging
+
 /// The policy between a call and its connection: when received messages are delivered
 /// (and so when the connection reads), and whether each sent message's arrival in the
 /// kernel is reported (`didWriteData`).
@@ -87,15 +89,20 @@ public struct CallOptions: Sendable {
     /// included); `nil` (the default) for none. A client call still open when it passes
     /// ends `deadlineExceeded`, reason `timed out` (``CallDeadline``). A server ignores it.
     public var timeout: Duration?
+    /// Where the end of each call made with these options is logged (`call ended`, debug,
+    /// see ``CallObserver``); by default nowhere.
+    public var logger: Logger
 
     public init(
         enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize,
-        flowController: (any FlowController)? = nil, timeout: Duration? = nil
+        flowController: (any FlowController)? = nil, timeout: Duration? = nil,
+        logger: Logger = TransportConfiguration.disabledLogger
     ) {
         self.enableFlowControl = enableFlowControl
         self.maximumMessageSize = maximumMessageSize
         self.flowController = flowController
         self.timeout = timeout
+        self.logger = logger
     }
 
     /// The policy these options select.

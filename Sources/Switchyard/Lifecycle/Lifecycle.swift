@@ -1,4 +1,5 @@
 import DequeModule
+public import Logging
 import Synchronization
 
 /// Suspend and resume for a process or a server (behaviour 7 of the design): one object
@@ -69,9 +70,23 @@ import Synchronization
 ///
 /// On Linux, `SwitchyardBackendKit`'s `LifecycleSignals` drives a lifecycle from
 /// `SIGTSTP` (suspend) and `SIGCONT` (resume).
+///
+/// ## Logging
+/// Through ``logger``, once per suspend or resume (metadata `switchyard.lifecycle.participants`:
+/// how many listeners, connections and channels were registered):
+///
+/// | level | message | more metadata |
+/// | --- | --- | --- |
+/// | info | `suspending` | |
+/// | notice | `suspended` | `switchyard.lifecycle.expired_work` (background work expired after the grace period), `switchyard.lifecycle.closed` (participants that closed) |
+/// | info | `resuming` | |
+/// | notice | `resumed` | |
+/// | warning | `resumed with a listener that could not reopen` | `switchyard.error` |
 public final class Lifecycle: Sendable {
     /// How long a suspend waits for outstanding background work before it expires it.
     public let gracePeriod: Duration
+    /// Where suspends and resumes are logged (see Logging above); by default nowhere.
+    public let logger: Logger
 
     private struct OutstandingWork {
         let id: UInt64
@@ -125,10 +140,12 @@ public final class Lifecycle: Sendable {
 
     private let state = Mutex(State())
 
-    /// A lifecycle, active, whose suspends give background work up to `gracePeriod`.
-    public init(gracePeriod: Duration = .seconds(5)) {
+    /// A lifecycle, active, whose suspends give background work up to `gracePeriod`,
+    /// logging its suspends and resumes to `logger` (by default nowhere).
+    public init(gracePeriod: Duration = .seconds(5), logger: Logger = TransportConfiguration.disabledLogger) {
         precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative, was given \(gracePeriod) (a programming error)")
         self.gracePeriod = gracePeriod
+        self.logger = logger
     }
 
     /// The state now.
@@ -274,6 +291,7 @@ public final class Lifecycle: Sendable {
             return state.ordered
         }
         guard let participants else { return }
+        logger.info("suspending", metadata: ["switchyard.lifecycle.participants": "\(participants.count)"])
         notify(.suspending)
         for participant in participants { participant.lifecycleSuspendDidBegin() }
         for participant in participants { await participant.lifecycleWillSuspend() }
@@ -296,6 +314,11 @@ public final class Lifecycle: Sendable {
             for id in ended { state.participants.removeValue(forKey: id) }
             state.phase = .suspended
         }
+        logger.notice("suspended", metadata: [
+            "switchyard.lifecycle.participants": "\(current.count)",
+            "switchyard.lifecycle.expired_work": "\(expired.count)",
+            "switchyard.lifecycle.closed": "\(ended.count)",
+        ])
         notify(.suspended)
     }
 
@@ -307,6 +330,7 @@ public final class Lifecycle: Sendable {
             return state.ordered
         }
         guard let participants else { return }
+        logger.info("resuming", metadata: ["switchyard.lifecycle.participants": "\(participants.count)"])
         notify(.resuming)
         var failure: (any Error)?
         for participant in participants {
@@ -318,6 +342,13 @@ public final class Lifecycle: Sendable {
         }
         for participant in participants { await participant.lifecycleDidResume() }
         state.withLock { $0.phase = .active }
+        if let failure {
+            logger.warning("resumed with a listener that could not reopen", metadata: [
+                "switchyard.lifecycle.participants": "\(participants.count)", "switchyard.error": "\(failure)",
+            ])
+        } else {
+            logger.notice("resumed", metadata: ["switchyard.lifecycle.participants": "\(participants.count)"])
+        }
         notify(.active)
         if let failure { throw failure }
     }

@@ -87,6 +87,14 @@ public struct ConnectionStateMachine: ~Copyable {
     public private(set) var readEnded = false
     /// Whether a handler heard the end.
     private var endReported = false
+    /// Bytes read from the network and handed to the handler (``noteReceived(_:)``), for
+    /// the transport's metrics and its close log line: a plain integer on the loop.
+    @inlinable public var bytesReceived: Int { received }
+    @usableFromInline var received = 0
+    /// Bytes the network took from the writes (``noteSent(_:)``, ``writesTaken(_:completed:)``,
+    /// ``end(with:bytesTaken:)``): a plain integer on the loop.
+    @inlinable public var bytesSent: Int { sent }
+    @usableFromInline var sent = 0
 
     public init() {}
 
@@ -136,6 +144,19 @@ public struct ConnectionStateMachine: ~Copyable {
         return handler
     }
 
+    /// The backend read `count` bytes (counted for ``bytesReceived``).
+    @inlinable
+    public mutating func noteReceived(_ count: Int) {
+        received &+= count
+    }
+
+    /// The backend handed `count` bytes to the network at once, without queueing them
+    /// (counted for ``bytesSent``; queued bytes are counted by ``writesTaken(_:completed:)``).
+    @inlinable
+    public mutating func noteSent(_ count: Int) {
+        sent &+= count
+    }
+
     // MARK: writes
 
     /// Why a write cannot start now, or nil when it can.
@@ -158,6 +179,7 @@ public struct ConnectionStateMachine: ~Copyable {
     /// shutdown waits for that: the backend then hands the FIN over and calls
     /// ``finishOutputShutdown(error:)``.
     public mutating func writesTaken(_ count: Int, completed: inout [WriteCompletion]) -> Bool {
+        sent &+= count
         writes.consume(count, completed: &completed)
         record.pendingBytes = writes.bytes
         return beginPendingShutdownIfDrained()
@@ -204,6 +226,7 @@ public struct ConnectionStateMachine: ~Copyable {
     /// Returns what to report, in order, or nil if the connection had already ended.
     public mutating func end(with error: TransportError?, bytesTaken: Int = 0) -> ConnectionEnding? {
         guard ended == nil else { return nil }
+        sent &+= bytesTaken
         let end = ConnectionEnd(error: error)
         let box = ConnectionRecord.EndBox(end)
         ended = box

@@ -198,6 +198,7 @@ extension DescriptorStreamConnection {
                     handler?.connectionDidReadEnd()
                     return
                 case .done(let count):
+                    state.noteReceived(count)
                     state.handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                     if count < buffer.count { return }
                 }

@@ -174,6 +174,7 @@ extension StreamConnection {
                 if let completion { loop.deferCompletion(completion, state.writeRefusal) }
                 return false
             }
+            state.noteSent(sent)
             if sent == headerCount + body.count {
                 if reportingSentNow { return true }
                 if let completion { loop.deferCompletion(completion, nil) }

@@ -20,10 +20,17 @@ public protocol TransportResource: AnyObject, Sendable {
 ///   stops the loops. A second call, concurrent or later, returns once the first has
 ///   stopped the loops.
 ///
+/// It also reports the connections' lives to its ``observer`` (logs and metrics, see
+/// ``TransportObserver``): a backend that registers connections with
+/// ``insertConnection(_:accepted:)`` and ``connectionEnded(_:)`` and connects through
+/// ``observingConnect(to:_:)`` needs nothing else for them.
+///
 /// Locked once per connection open and close and per listener, never per message.
 public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
     /// The transport's loops.
     public let group: EventLoopGroup<Loop>
+    /// Where the connections' opens, connects and ends are logged and counted.
+    public let observer: TransportObserver
 
     private enum Phase { case running, stopping, stopped }
     private struct State {
@@ -32,12 +39,30 @@ public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
         var listeners: [ObjectIdentifier: any Listener] = [:]
         var resources: [ObjectIdentifier: any TransportResource] = [:]
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The buffered-bytes sampler, while a metrics backend records.
+        var sampler: Task<Void, Never>?
     }
     private let state = Mutex(State())
 
-    public init(group: EventLoopGroup<Loop>) {
+    /// A lifecycle over `group`'s loops, reporting to `observer` (by default one that
+    /// logs nowhere, under the backend name `unnamed`).
+    public init(group: EventLoopGroup<Loop>, observer: TransportObserver = .unnamed()) {
         self.group = group
+        self.observer = observer
+        if observer.metrics.isRecording {
+            let sampler = Task.detached { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.samplingInterval)
+                    guard let self else { return }
+                    self.sampleBufferedBytes()
+                }
+            }
+            state.withLock { $0.sampler = sampler }
+        }
     }
+
+    /// How often `switchyard_buffered_bytes` is sampled while a metrics backend records.
+    public static var samplingInterval: Duration { .seconds(1) }
 
     // MARK: taking work
 
@@ -82,6 +107,47 @@ public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
     /// Removes a resource that ended.
     public func remove(_ resource: any TransportResource) {
         _ = state.withLock { $0.resources.removeValue(forKey: ObjectIdentifier(resource)) }
+    }
+
+    /// ``insert(_:)`` for a connection, which the ``observer`` then hears of as opened:
+    /// `accepted` by a listener, or connected. Call it where the backend would call
+    /// ``insert(_:)``.
+    public func insertConnection<C: StreamConnection & TransportResource>(_ connection: C, accepted: Bool) -> Bool {
+        guard insert(connection) else { return false }
+        observer.opened(connection, accepted: accepted)
+        return true
+    }
+
+    /// ``remove(_:)`` for a connection that ended (call right after its
+    /// ``ConnectionStateMachine/end(with:bytesTaken:)``, on its loop): if it was inserted
+    /// with ``insertConnection(_:accepted:)``, the ``observer`` hears how it ended and the
+    /// bytes it moved.
+    public func connectionEnded<C: StreamConnection & TransportResource>(_ connection: C) {
+        let removed = state.withLock { $0.resources.removeValue(forKey: ObjectIdentifier(connection)) } != nil
+        guard removed else { return }
+        observer.ended(
+            connection, error: connection.state.end?.error, bytesReceived: connection.state.bytesReceived,
+            bytesSent: connection.state.bytesSent)
+    }
+
+    /// Runs a transport's `connect` (to `endpoint`) and reports it to the ``observer``:
+    /// the connect time and `connected`, or the failure.
+    public func observingConnect(
+        to endpoint: Endpoint, _ connect: () async throws -> any Connection
+    ) async throws -> any Connection {
+        try await observer.observingConnect(to: endpoint, connect)
+    }
+
+    /// Records `switchyard_buffered_bytes`: the write bytes not yet taken by the kernel
+    /// over the open connections (each one's ``Connection/pendingWriteBytes``, which
+    /// any thread may read).
+    private func sampleBufferedBytes() {
+        let resources = state.withLock { Array($0.resources.values) }
+        var total = 0
+        for resource in resources {
+            if let connection = resource as? any Connection { total += connection.pendingWriteBytes }
+        }
+        observer.metrics.bufferedBytes.record(total)
     }
 
     /// How many resources are open.
@@ -151,11 +217,15 @@ public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
 
     private func finishStopping() {
         group.stop()
-        let waiters = state.withLock { state in
+        let (waiters, sampler) = state.withLock { state in
             state.phase = .stopped
-            defer { state.stopWaiters = [] }
-            return state.stopWaiters
+            defer {
+                state.stopWaiters = []
+                state.sampler = nil
+            }
+            return (state.stopWaiters, state.sampler)
         }
+        sampler?.cancel()
         for waiter in waiters { waiter.resume() }
     }
 

@@ -52,8 +52,9 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
 
     /// Joins the transport's registry. Call on the loop. When the transport is shutting
     /// down, the connection ends (`cancelled`/`shutdown`) and that is thrown.
-    func activate() throws(TransportError) {
-        guard lifecycle.insert(self) else {
+    /// `accepted` says whether a listener accepted it (for the transport's logs and metrics).
+    func activate(accepted: Bool) throws(TransportError) {
+        guard lifecycle.insertConnection(self, accepted: accepted) else {
             _ = state.end(with: .transportShutdown())
             socket.take()?.close()
             throw TransportError.transportShutdown()
@@ -89,7 +90,7 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
         if let watch { loop.unwatch(descriptor, watch: watch.number) }
         watch = nil
         socket.take()?.close()
-        lifecycle.remove(self)
+        lifecycle.connectionEnded(self)
         if deferCallbacks { loop.deferToEndOfTurn { ending.run() } } else { ending.run() }
     }
 

@@ -100,7 +100,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
         let connections = self.connections
         let activate: @Sendable () -> Void = {
             do {
-                try connection.activate()
+                try connection.activate(accepted: true)
             } catch {
                 return
             }

@@ -58,7 +58,9 @@ public final class UnixTransport: LifecycleTransport {
         group = try EventLoopGroup(count: count) { index throws(TransportError) in
             try UnixEventLoop(name: "sy-unix-\(index)")
         }
-        lifecycle = TransportLifecycle(group: group)
+        // The toolkit logs and counts the connections' lives (connects, accepts, ends by
+        // reason, bytes) through this observer, to the configuration's logger.
+        lifecycle = TransportLifecycle(group: group, observer: TransportObserver(backend: Self.backendName, logger: configuration.logger))
     }
 
     /// The number of event loops (threads).
@@ -82,6 +84,10 @@ public final class UnixTransport: LifecycleTransport {
     // MARK: connect
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
+        try await lifecycle.observingConnect(to: endpoint) { try await connectNow(to: endpoint, options: options) }
+    }
+
+    private func connectNow(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         try lifecycle.ensureAccepting()
         let address = try UnixAddress(endpoint)
         let socket = try Self.openSocket(for: endpoint, connecting: true)
@@ -101,7 +107,7 @@ public final class UnixTransport: LifecycleTransport {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let submitted = loop.submit {
                 do {
-                    try connection.activate()
+                    try connection.activate(accepted: false)
                     continuation.resume()
                 } catch {
                     continuation.resume(throwing: error)

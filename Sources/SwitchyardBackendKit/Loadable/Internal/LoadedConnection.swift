@@ -14,7 +14,7 @@ import Switchyard
 ///
 /// Safety of `@unchecked Sendable`: immutable; the handle may be used from any thread.
 final class LoadedConnection: Connection, @unchecked Sendable {
-    private let core: LoadedTransportCore
+    let core: LoadedTransportCore
     /// `core.library`, one hop nearer: every call reads a function from its table.
     private let library: BackendLibrary
     private let handle: OpaquePointer
@@ -54,11 +54,13 @@ final class LoadedConnection: Connection, @unchecked Sendable {
             did_read_end: { CallbackContext.borrow($0, as: HandlerBox.self).handler.connectionDidReadEnd() },
             did_drain_writes: { CallbackContext.borrow($0, as: HandlerBox.self).handler.connectionDidDrainWrites() },
             did_close: { context, error in
-                CallbackContext.borrow(context, as: HandlerBox.self).handler
-                    .connectionDidClose(error: error.map { TransportError(abi: $0) })
+                let box = CallbackContext.borrow(context, as: HandlerBox.self)
+                let error = error.map { TransportError(abi: $0) }
+                if let connection = box.connection { connection.core.observer.endedAcrossInterface(connection, error: error) }
+                box.handler.connectionDidClose(error: error)
             },
             release: { _ = CallbackContext.take($0, as: HandlerBox.self) })
-        library.table.connection_set_handler!(handle, &callbacks, CallbackContext.retained(HandlerBox(handler)))
+        library.table.connection_set_handler!(handle, &callbacks, CallbackContext.retained(HandlerBox(handler, connection: self)))
     }
 
     func startReading() { library.table.connection_start_reading!(handle) }
@@ -108,7 +110,13 @@ final class LoadedConnection: Connection, @unchecked Sendable {
 /// The host's handler, held for the library until it releases it.
 private final class HandlerBox {
     let handler: any ConnectionHandler
-    init(_ handler: any ConnectionHandler) { self.handler = handler }
+    /// The connection, for the host's close log line (weak: the box lives as long as the
+    /// library holds the handler).
+    weak var connection: LoadedConnection?
+    init(_ handler: any ConnectionHandler, connection: LoadedConnection) {
+        self.handler = handler
+        self.connection = connection
+    }
 }
 
 /// A write completion, held for the library until its `done` runs.

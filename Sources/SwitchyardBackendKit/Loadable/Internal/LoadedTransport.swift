@@ -11,12 +11,16 @@ import Synchronization
 final class LoadedTransportCore: @unchecked Sendable {
     let library: BackendLibrary
     let handle: OpaquePointer
+    /// Logs and counts what the host sees of the library's connections (connects and
+    /// ends; see ``TransportLogging``).
+    let observer: TransportObserver
     private let loops = Mutex<[ForeignHandle: LoadedEventLoop]>([:])
     private let listeners = Mutex<[ObjectIdentifier: AcceptedConnections]>([:])
 
-    init(library: BackendLibrary, handle: OpaquePointer) {
+    init(library: BackendLibrary, handle: OpaquePointer, observer: TransportObserver) {
         self.library = library
         self.handle = handle
+        self.observer = observer
     }
 
     deinit { library.table.transport_release!(handle) }
@@ -87,7 +91,9 @@ final class LoadedTransport: Transport {
         }
         switch result {
         case .success(let handle):
-            core = LoadedTransportCore(library: library, handle: handle)
+            core = LoadedTransportCore(
+                library: library, handle: handle,
+                observer: TransportObserver(backend: library.name, logger: configuration.logger))
         case .failure(let error):
             throw error
         case nil:
@@ -101,16 +107,18 @@ final class LoadedTransport: Transport {
 
     func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         let core = core
-        let handle = try await LoadedOperation.run(core.library) { context in
-            endpoint.withABI { endpoint in
-                options.withABI { options in
-                    core.library.table.transport_connect!(core.handle, endpoint, options, { context, connection, error in
-                        OnceContext.take(context, as: LoadedOperation.self, what: "a connect's done")?.finish(connection, error)
-                    }, context)
+        return try await core.observer.observingConnect(to: endpoint) {
+            let handle = try await LoadedOperation.run(core.library) { context in
+                endpoint.withABI { endpoint in
+                    options.withABI { options in
+                        core.library.table.transport_connect!(core.handle, endpoint, options, { context, connection, error in
+                            OnceContext.take(context, as: LoadedOperation.self, what: "a connect's done")?.finish(connection, error)
+                        }, context)
+                    }
                 }
             }
+            return core.connection(handle)
         }
-        return core.connection(handle)
     }
 
     func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
