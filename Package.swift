@@ -142,9 +142,10 @@ let package = Package(
         ),
         // Switchyard's long-running parts as swift-service-lifecycle `Service`s (CallServer,
         // the netlink monitor, SiteReachability, LifecycleSignals), and what the tools need
-        // to run in a `ServiceGroup` (ShutdownSignals: a second SIGTERM/SIGINT cancels). A module of its own rather than
-        // a dependency of the core: ServiceLifecycle brings swift-log, swift-async-algorithms
-        // and UnixSignals (Dispatch, Glibc) into whatever imports it, and the core is carried
+        // to run in a `ServiceGroup` (ShutdownSignals: a second SIGTERM/SIGINT cancels). A
+        // module of its own rather than a dependency of the core: ServiceLifecycle brings
+        // swift-async-algorithms and UnixSignals (Dispatch, Glibc) into whatever imports it
+        // (the core takes only swift-log's and swift-metrics' API packages), and the core is carried
         // by every backend, including each backend library loaded at run time (its own
         // copy). The core keeps the mechanism (CallServer.serve(), beginGracefulShutdown());
         // this module only maps graceful shutdown and cancellation onto it.
