@@ -22,6 +22,9 @@ let package = Package(
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
         .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
         .library(name: "SwitchyardTransfer", targets: ["SwitchyardTransfer"]),
+        // TLS over any backend's connections, on the system OpenSSL 3 (libssl-dev). Only
+        // what imports it needs libssl-dev.
+        .library(name: "SwitchyardTLS", targets: ["SwitchyardTLS"]),
         // A backend library for the loading tests: bsd exported through the C entry point
         // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
@@ -124,6 +127,20 @@ let package = Package(
         .target(
             name: "SwitchyardTransfer",
             dependencies: ["Switchyard", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
+        // The system OpenSSL 3 (Debian: libssl-dev), through pkg-config, with a shim of
+        // static inline wrappers for the macros SwitchyardTLS needs.
+        .systemLibrary(
+            name: "CSwitchyardOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // TLS as a layer over any Connection and any Transport (memory BIOs: the wrapped
+        // backend keeps doing the I/O). Nothing else depends on it.
+        .target(
+            name: "SwitchyardTLS",
+            dependencies: ["Switchyard", "CSwitchyardOpenSSL"],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
