@@ -1,0 +1,90 @@
+public import Switchyard
+
+/// TLS over any ``Transport``: its connections are ``TLSConnection``s over the wrapped
+/// transport's, so every backend (`bsd`, `libuv`, `memory`, one loaded from a library)
+/// gets TLS from this one layer.
+///
+/// ```swift
+/// let tls = try TLSTransport(
+///     wrapping: try BSDTransport(),
+///     client: .client(trustRoots: .pemFile("ca.pem")),
+///     server: .server(certificateChainFile: "server.pem", privateKeyFile: "server.key"))
+/// let listener = try await tls.listen(on: Endpoint(host: "127.0.0.1", port: 0))
+/// let connection = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
+/// ```
+///
+/// ## Contract
+///
+/// The wrapped transport's, with the handshake added:
+///
+/// - **connect(to:options:)** connects with the wrapped transport, then runs the client
+///   handshake (SNI and the name verified: ``TLSConfiguration/serverName``, else the
+///   endpoint's host), and returns the connection once the handshake succeeded. The
+///   wrapped connect's errors come unchanged; the handshake's are ``TLSErrorTable``'s
+///   (the wrapped connection is closed then). A transport made without a client
+///   configuration throws `failedPrecondition`, reason `invalid option`.
+/// - **listen(on:options:)** listens with the wrapped transport; each connection it
+///   accepts runs the server handshake at once, on its loop, and reaches
+///   ``Listener/connections`` (or the accept handler) only after the handshake
+///   succeeded. A failed handshake closes that connection and is reported to
+///   `handshakeFailures` (a server has no other caller to tell). A transport made
+///   without a server configuration throws `failedPrecondition`, reason `invalid option`.
+/// - **Shutdown** is the wrapped transport's: call it on this transport or on the
+///   wrapped one (this transport owns no loop or descriptor of its own). A handshake that
+///   is running when the wrapped transport shuts down fails with `cancelled`/`shutdown`.
+public final class TLSTransport: Transport {
+    /// The transport the TLS records travel on.
+    public let wrapped: any Transport
+    /// The client side's context (made from the client configuration), if any.
+    public let clientContext: TLSContext?
+    /// The server side's context, if any.
+    public let serverContext: TLSContext?
+    private let handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)?
+
+    /// The wrapped transport's name with `+tls`, for example `"libuv+tls"`.
+    public var name: String { wrapped.name + "+tls" }
+
+    /// Wraps `transport`; `client` serves ``connect(to:options:)``, `server`
+    /// ``listen(on:options:)`` (either may be nil when the side is not used).
+    /// - Parameter handshakeFailures: told (on the connection's loop) of every accepted
+    ///   connection whose server handshake failed, with the error and the peer's address.
+    /// - Throws: the errors of ``TLSContext/init(configuration:)`` (a file that cannot
+    ///   be loaded, named), and `invalidArgument`/`invalid option` for a configuration of
+    ///   the wrong role.
+    public init(
+        wrapping transport: any Transport, client: TLSConfiguration? = nil, server: TLSConfiguration? = nil,
+        handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)? = nil
+    ) throws(TransportError) {
+        if let client, client.role != .client {
+            throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "TLSTransport: the client configuration has the server role")
+        }
+        if let server, server.role != .server {
+            throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "TLSTransport: the server configuration has the client role")
+        }
+        self.wrapped = transport
+        self.clientContext = try client.map { configuration throws(TransportError) in try TLSContext(configuration: configuration) }
+        self.serverContext = try server.map { configuration throws(TransportError) in try TLSContext(configuration: configuration) }
+        self.handshakeFailures = handshakeFailures
+    }
+
+    public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
+        guard let clientContext else {
+            throw TransportError(code: .failedPrecondition, reason: .invalidOption, message: "TLSTransport was made without a client configuration")
+        }
+        let connection = try await wrapped.connect(to: endpoint, options: options)
+        let name = clientContext.configuration.serverName ?? endpoint.host
+        return try await TLSConnection.client(wrapping: connection, context: clientContext, serverName: name)
+    }
+
+    public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
+        guard let serverContext else {
+            throw TransportError(code: .failedPrecondition, reason: .invalidOption, message: "TLSTransport was made without a server configuration")
+        }
+        let listener = try await wrapped.listen(on: endpoint, options: options)
+        return TLSListener(wrapping: listener, context: serverContext, handshakeFailures: handshakeFailures)
+    }
+
+    public func shutdown(gracePeriod: Duration) async { await wrapped.shutdown(gracePeriod: gracePeriod) }
+
+    public func shutdownNow() async { await wrapped.shutdownNow() }
+}
