@@ -259,6 +259,11 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends"],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "SwitchyardTLSTests",
+            dependencies: ["Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
+            swiftSettings: strict
+        ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",

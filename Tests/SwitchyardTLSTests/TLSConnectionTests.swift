@@ -1,0 +1,112 @@
+import Switchyard
+import SwitchyardTLS
+import Testing
+
+@Suite("TLS connections over every backend", .serialized, .timeLimit(.minutes(1)))
+struct TLSConnectionTests {
+    @Test("1 MiB echoed over TLS arrives intact, with the ALPN protocol both sides share", arguments: Backend.allCases)
+    func echo(backend: Backend) async throws {
+        try await withTLS(
+            backend, client: TestCertificates.client(applicationProtocols: ["h2", "switchyard"]),
+            server: TestCertificates.server(applicationProtocols: ["switchyard", "h2"])
+        ) { tls in
+            let listener = try await tls.listen(on: loopback)
+            serveEcho(listener)
+            let connection = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
+            let tlsConnection = try #require(connection as? TLSConnection)
+            #expect(tlsConnection.negotiatedProtocol == "switchyard")
+            #expect(tlsConnection.negotiatedVersion == .v1_3)
+            #expect(connection.backendName == "\(backend)+tls")
+
+            let bytes = testBytes(1 << 20, seed: 1)
+            let client = AsyncConnection(connection)
+            let writer = Task {
+                for start in stride(from: 0, to: bytes.count, by: 10_000) {
+                    try await client.write(Array(bytes[start..<min(start + 10_000, bytes.count)]))
+                }
+                try await client.shutdownOutput()
+            }
+            let echoed = try await client.readToEnd()
+            try await writer.value
+            #expect(echoed.count == bytes.count)
+            #expect(echoed == bytes)
+            client.close()
+            listener.close()
+        }
+    }
+
+    @Test("Mutual TLS: a client with a certificate from the CA gets in; the server sees it", arguments: Backend.allCases)
+    func mutual(backend: Backend) async throws {
+        try await withTLS(
+            backend, client: TestCertificates.client(withCertificate: true),
+            server: TestCertificates.server(clientAuthentication: .required)
+        ) { tls in
+            let listener = try await tls.listen(on: loopback)
+            let accepted = Task { () -> TLSConnection? in
+                for await connection in listener.connections { return connection as? TLSConnection }
+                return nil
+            }
+            let connection = AsyncConnection(try await tls.connect(to: Endpoint(host: "127.0.0.1", port: listener.localAddress.port)))
+            let server = try #require(await accepted.value)
+            #expect(server.peerPresentedCertificate)
+            let serverSide = AsyncConnection(server)
+            try await connection.write(Array("ping".utf8))
+            #expect(try await serverSide.read(exactly: 4) == Array("ping".utf8))
+            connection.close()
+            serverSide.close()
+            listener.close()
+        }
+    }
+
+    @Test("A close sends close_notify: the peer reads a clean end of stream", arguments: Backend.allCases)
+    func cleanClose(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let listener = try await tls.listen(on: loopback)
+            listener.acceptConnections { connection in
+                connection.write(Array("bye".utf8)) { _ in connection.close() }
+            }
+            let client = AsyncConnection(try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)))
+            #expect(try await client.readToEnd() == Array("bye".utf8))
+            client.close()
+            listener.close()
+        }
+    }
+
+    @Test("A peer that closes TCP without close_notify is reported as truncated, after its data", arguments: Backend.allCases)
+    func truncated(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let listener = try await tls.listen(on: loopback)
+            listener.acceptConnections { connection in
+                let tls = connection as! TLSConnection
+                // The TCP connection ends under the TLS one: no close_notify.
+                connection.write(Array("partial".utf8)) { _ in tls.wrapped.close() }
+            }
+            let client = AsyncConnection(try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)))
+            #expect(try await client.read(exactly: 7) == Array("partial".utf8))
+            let error = await transportError { _ = try await client.read() }
+            #expect(error?.code == .unavailable)
+            #expect(error?.reason == .truncated)
+            client.close()
+            listener.close()
+        }
+    }
+
+    @Test("Writes after close or shutdownOutput are refused as the Connection contract says", arguments: [Backend.memory, .bsd])
+    func refusals(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let listener = try await tls.listen(on: loopback)
+            serveEcho(listener)
+            let connection = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
+            let client = AsyncConnection(connection)
+            try await client.shutdownOutput()
+            let afterShutdown = await transportError { try await client.write([1]) }
+            #expect(afterShutdown?.reason == .outputShutdown)
+            #expect(try await client.readToEnd() == [])
+            client.close()
+            let afterClose = await transportError { try await client.write([1]) }
+            #expect(afterClose?.code == .cancelled)
+            #expect(afterClose?.reason == .closed)
+            listener.close()
+        }
+    }
+}
