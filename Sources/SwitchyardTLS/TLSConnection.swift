@@ -100,9 +100,17 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     private let readBuffer: UnsafeMutableRawBufferPointer
     private let events: WrappedEvents
 
-    /// The handshake's waiter: resumed once, from the loop or (for a wrapped connection
-    /// that ended before the handshake could start) from the caller's thread.
-    private let handshakeWaiter = Mutex<CheckedContinuation<Result<Void, TransportError>, Never>?>(nil)
+    /// The handshake's outcome and its waiter, which may come in either order (a task
+    /// cancelled before it waits aborts the handshake first): resumed once, from the loop
+    /// or (for a wrapped connection that ended before the handshake could start) from the
+    /// caller's thread.
+    private enum HandshakeWaiter {
+        case none
+        case waiting(CheckedContinuation<Result<Void, TransportError>, Never>)
+        case finished(Result<Void, TransportError>)
+        case resumed
+    }
+    private let handshakeWaiter = Mutex(HandshakeWaiter.none)
     private let buffered = Atomic<Int>(0)
 
     private init(wrapping wrapped: any Connection, session: OpenSSLSession) {
@@ -163,7 +171,18 @@ public final class TLSConnection: Connection, @unchecked Sendable {
         defer { timer.cancel() }
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                connection.handshakeWaiter.withLock { $0 = continuation }
+                let early: Result<Void, TransportError>? = connection.handshakeWaiter.withLock { waiter in
+                    if case .finished(let result) = waiter {
+                        waiter = .resumed
+                        return result
+                    }
+                    waiter = .waiting(continuation)
+                    return nil
+                }
+                if let early {
+                    continuation.resume(returning: early)
+                    return
+                }
                 connection.events.connection = connection
                 // Set from here, not from the loop: a wrapped connection that already
                 // ended reports so to this handler even if its loop has stopped.
@@ -314,9 +333,17 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     }
 
     private func resumeHandshake(_ result: Result<Void, TransportError>) {
-        let waiter = handshakeWaiter.withLock { waiter in
-            defer { waiter = nil }
-            return waiter
+        let waiter: CheckedContinuation<Result<Void, TransportError>, Never>? = handshakeWaiter.withLock { waiter in
+            switch waiter {
+            case .none:
+                waiter = .finished(result)
+                return nil
+            case .waiting(let continuation):
+                waiter = .resumed
+                return continuation
+            case .finished, .resumed:
+                return nil
+            }
         }
         waiter?.resume(returning: result)
     }

@@ -109,4 +109,61 @@ struct TLSConnectionTests {
             listener.close()
         }
     }
+
+    @Test("TLS 1.2 when the client speaks no newer: echo and a clean end of stream as with 1.3", arguments: [Backend.memory, .bsd])
+    func tls12(backend: Backend) async throws {
+        var client = TestCertificates.client()
+        client.maximumVersion = .v1_2
+        try await withTLS(backend, client: client) { tls in
+            let listener = try await tls.listen(on: loopback)
+            serveEcho(listener)
+            let connection = try #require(
+                try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)) as? TLSConnection)
+            #expect(connection.negotiatedVersion == .v1_2)
+            let async = AsyncConnection(connection)
+            let bytes = testBytes(100_000, seed: 5)
+            connection.write(bytes, completion: nil)
+            try await async.shutdownOutput()
+            #expect(try await async.readToEnd() == bytes)
+            async.close()
+            listener.close()
+        }
+    }
+
+    @Test("A closed TLS connection is released: no cycle through the wrapped connection's handler", arguments: Backend.allCases)
+    func released(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let listener = try await tls.listen(on: loopback)
+            serveEcho(listener)
+            weak var weakConnection: TLSConnection?
+            do {
+                let connection = try #require(
+                    try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)) as? TLSConnection)
+                weakConnection = connection
+                let async = AsyncConnection(connection)
+                try await async.write([1, 2, 3])
+                #expect(try await async.read(exactly: 3) == [1, 2, 3])
+                async.close()
+            }
+            for _ in 0..<200 where weakConnection != nil { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(weakConnection == nil)
+            listener.close()
+        }
+    }
+
+    @Test("A connect whose task is cancelled during the handshake ends with cancelled/task cancelled")
+    func cancelled() async throws {
+        try await withTLS(.memory) { tls in
+            let listener = try await tls.wrapped.listen(on: loopback)  // never answers the handshake
+            let attempt = Task {
+                await transportError { _ = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)) }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            attempt.cancel()
+            let error = await attempt.value
+            #expect(error?.code == .cancelled)
+            #expect(error?.reason == .taskCancelled)
+            listener.close()
+        }
+    }
 }
