@@ -166,4 +166,36 @@ struct TLSConnectionTests {
             listener.close()
         }
     }
+
+    /// Echoes, and after the peer's close_notify still writes a last line (half-close).
+    final class LateWriter: ConnectionHandler, @unchecked Sendable {
+        let connection: any Connection
+        init(_ connection: any Connection) { self.connection = connection }
+        func connectionDidRead(_ bytes: UnsafeRawBufferPointer) { connection.write(Array(bytes), completion: nil) }
+        func connectionDidReadEnd() {
+            connection.write(Array(" and after your end".utf8), completion: nil)
+            connection.shutdownOutput(completion: nil)
+        }
+        func connectionDidClose(error: TransportError?) {}
+    }
+
+    @Test("Half-close: after the peer's close_notify this side still writes, and the peer reads it", arguments: [TLSConfiguration.Version.v1_2, .v1_3])
+    func halfClose(version: TLSConfiguration.Version) async throws {
+        var client = TestCertificates.client()
+        client.maximumVersion = version
+        try await withTLS(.bsd, client: client) { tls in
+            let listener = try await tls.listen(on: loopback)
+            listener.acceptConnections { connection in
+                connection.setHandler(LateWriter(connection))
+                connection.startReading()
+            }
+            let async = AsyncConnection(try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)))
+            try await async.write(Array("hello".utf8))
+            try await async.shutdownOutput()
+            let reply = String(decoding: try await async.readToEnd(), as: UTF8.self)
+            #expect(reply == "hello and after your end")
+            async.close()
+            listener.close()
+        }
+    }
 }
