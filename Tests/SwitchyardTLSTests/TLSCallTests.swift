@@ -1,0 +1,38 @@
+import Switchyard
+import SwitchyardTLS
+import Testing
+
+/// Calls run unchanged on TLS connections: a Channel and a CallServer over TLSTransports,
+/// mixed backends included (each side wraps its own backend).
+@Suite("Calls over TLS", .serialized, .timeLimit(.minutes(1)))
+struct TLSCallTests {
+    @Test("Framed messages echo over TLS between two backends, and the call ends ok",
+          arguments: [(Backend.libuv, Backend.bsd), (.bsd, .libuv), (.memory, .memory)])
+    func echoCall(client clientBackend: Backend, server serverBackend: Backend) async throws {
+        let serverBase = try serverBackend.transport()
+        let clientBase = try clientBackend.transport()
+        let serverTLS = try TLSTransport(wrapping: serverBase, server: TestCertificates.server())
+        let clientTLS = try TLSTransport(wrapping: clientBase, client: TestCertificates.client())
+        let server = try await CallServer.start(transport: serverTLS, on: loopback) { call in
+            for try await message in call.messages { try await call.write(message) }
+            return .ok
+        }
+        let channel = Channel(target: Endpoint(host: "localhost", port: server.localAddress.port), transport: clientTLS)
+        let messages = (0..<20).map { testBytes(1 + $0 * 5_000, seed: UInt64($0)) }
+        let (echoed, status) = try await channel.withCall { call in
+            var echoed: [[UInt8]] = []
+            for message in messages {
+                try await call.write(message)
+                echoed.append(try #require(try await call.next()))
+            }
+            try await call.finishSending()
+            return (echoed, await call.status())
+        }
+        #expect(echoed == messages)
+        #expect(status == .ok)
+        channel.close()
+        server.close()
+        await clientTLS.shutdownNow()
+        await serverTLS.shutdownNow()
+    }
+}
