@@ -67,9 +67,6 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     /// verified when ``TLSConfiguration/clientAuthentication`` asked for one).
     public private(set) var peerPresentedCertificate = false
 
-    /// How much a read of plaintext takes from OpenSSL at a time (a TLS record's maximum).
-    static let readBufferSize = 16 * 1024
-
     private enum Phase {
         /// Made; the handshake has not started.
         case idle
@@ -97,7 +94,6 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     private var readEndDelivered = false
     private var outputShutDown = false
     private var pumpScheduled = false
-    private let readBuffer: UnsafeMutableRawBufferPointer
     private let events: WrappedEvents
 
     /// The handshake's outcome and its waiter, which may come in either order (a task
@@ -117,11 +113,8 @@ public final class TLSConnection: Connection, @unchecked Sendable {
         self.wrapped = wrapped
         self.backendName = wrapped.backendName + "+tls"
         self.session = session
-        self.readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
         self.events = WrappedEvents()
     }
-
-    deinit { readBuffer.deallocate() }
 
     /// Runs the client handshake over `wrapped` (connected, not yet reading, no handler
     /// set) and returns the connection once it succeeded.
@@ -363,6 +356,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     /// when OpenSSL has nothing left to decrypt.
     private func pump() {
         defer { publishBuffered() }
+        let readBuffer = ReadBuffer.forCurrentThread()
         while userReading, case .open = phase, !readEndDelivered, let session {
             switch session.read(into: readBuffer) {
             case .bytes(let count):
