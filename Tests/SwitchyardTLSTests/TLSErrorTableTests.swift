@@ -155,4 +155,47 @@ struct TLSErrorTableTests {
             (error as? TransportError)?.message.contains("server.key") == true
         }
     }
+
+    @Test("Plaintext after the handshake: the reader's connection ends with protocol violation", arguments: Backend.allCases)
+    func garbageAfterHandshake(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let listener = try await tls.listen(on: loopback)
+            listener.acceptConnections { connection in
+                let tls = connection as! TLSConnection
+                connection.write(Array("sealed".utf8)) { _ in
+                    // Bytes that are not a TLS record, straight onto the TCP stream.
+                    tls.wrapped.write(Array("HTTP/1.1 200 OK\r\n\r\nnot a record".utf8), completion: nil)
+                }
+            }
+            let client = AsyncConnection(try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)))
+            #expect(try await client.read(exactly: 6) == Array("sealed".utf8))
+            let error = await transportError { _ = try await client.read() }
+            #expect(error?.code == .unavailable)
+            #expect(error?.reason == .protocolViolation, "\(String(describing: error))")
+            client.close()
+            listener.close()
+        }
+    }
+
+    @Test("200 random byte strings at a TLS server: each ends its handshake with an error, none crashes")
+    func randomGarbage() async throws {
+        let failures = FailureLog()
+        try await withTLS(.memory, handshakeFailures: failures.report) { tls in
+            let listener = try await tls.listen(on: loopback)
+            serveEcho(listener)
+            for seed in 0..<200 {
+                let raw = try await tls.wrapped.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
+                var bytes = testBytes(1 + seed * 37 % 3000, seed: UInt64(seed) + 100)
+                // Every tenth one starts like a handshake record, to get past the first check.
+                if seed % 10 == 0 && bytes.count > 5 { bytes.replaceSubrange(0..<3, with: [0x16, 0x03, 0x01]) }
+                raw.write(bytes) { _ in raw.close() }
+            }
+            for _ in 0..<500 where failures.count < 200 { try await Task.sleep(for: .milliseconds(10)) }
+            let all = failures.all
+            #expect(all.count == 200)
+            #expect(all.allSatisfy { $0.code == .unavailable && ($0.reason == .protocolViolation || $0.reason == .tlsHandshake) },
+                    "\(Set(all.map { "\($0.code)/\($0.reason)" }))")
+            listener.close()
+        }
+    }
 }

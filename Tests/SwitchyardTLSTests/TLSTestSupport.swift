@@ -89,6 +89,9 @@ final class FailureLog: Sendable {
     private let errors = Mutex<[TransportError]>([])
     var report: @Sendable (TransportError, Endpoint) -> Void { { error, _ in self.errors.withLock { $0.append(error) } } }
 
+    var count: Int { errors.withLock { $0.count } }
+    var all: [TransportError] { errors.withLock { $0 } }
+
     /// Waits (up to 5 s) for the first failure.
     func first() async throws -> TransportError? {
         for _ in 0..<500 {
