@@ -67,6 +67,18 @@ public final class TLSTransport: Transport {
         self.handshakeFailures = handshakeFailures
     }
 
+    /// Wraps `transport` with contexts already made (shared by every transport made from
+    /// them, as ``TransportBackend/tls(wrapping:client:server:)`` does).
+    public init(
+        wrapping transport: any Transport, clientContext: TLSContext?, serverContext: TLSContext?,
+        handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)? = nil
+    ) {
+        self.wrapped = transport
+        self.clientContext = clientContext
+        self.serverContext = serverContext
+        self.handshakeFailures = handshakeFailures
+    }
+
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
         guard let clientContext else {
             throw TransportError(code: .failedPrecondition, reason: .invalidOption, message: "TLSTransport was made without a client configuration")

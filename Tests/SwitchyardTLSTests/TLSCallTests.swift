@@ -1,5 +1,7 @@
 import Switchyard
+import SwitchyardBSD
 import SwitchyardTLS
+import SwitchyardUV
 import Testing
 
 /// Calls run unchanged on TLS connections: a Channel and a CallServer over TLSTransports,
@@ -34,5 +36,31 @@ struct TLSCallTests {
         server.close()
         await clientTLS.shutdownNow()
         await serverTLS.shutdownNow()
+    }
+
+    @Test("TransportBackend.tls: backends named +tls, on a network of their own, whose transports speak TLS to each other")
+    func backends() async throws {
+        let bsd = try TransportBackend.tls(wrapping: BSDTransport.backend, client: TestCertificates.client(), server: TestCertificates.server())
+        let uv = try TransportBackend.tls(wrapping: UVTransport.backend, client: TestCertificates.client(), server: TestCertificates.server())
+        #expect(bsd.name == "bsd+tls")
+        #expect(bsd.network == "tcp+tls")
+        #expect(bsd.network == uv.network)
+        let client = try bsd.make(.init(eventLoopCount: 1))
+        let server = try uv.make(.init(eventLoopCount: 1))
+        let listener = try await server.listen(on: uv.localEndpoint())
+        serveEcho(listener)
+        let connection = try await client.connect(to: Endpoint(host: "127.0.0.1", port: listener.localAddress.port))
+        #expect(connection is TLSConnection)
+        let async = AsyncConnection(connection)
+        try await async.write(Array("over tls".utf8))
+        #expect(try await async.read(exactly: 8) == Array("over tls".utf8))
+        async.close()
+        listener.close()
+        await client.shutdownNow()
+        await server.shutdownNow()
+
+        #expect(throws: TransportError.self) {
+            _ = try TransportBackend.tls(wrapping: BSDTransport.backend, client: TestCertificates.server(), server: nil)
+        }
     }
 }
