@@ -88,6 +88,10 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     /// What the end reports when this side ended the connection for a TLS failure; nil
     /// for a local close.
     private var terminalError: TransportError?
+    /// The user closed or reset the connection: its end reports nil.
+    private var closedLocally = false
+    /// ``TLSTransport``'s, told when the connection ends.
+    private var endObserver: (@Sendable () -> Void)?
     private var userReading = false
     private var wrappedReading = false
     private var wrappedReadEnded = false
@@ -266,6 +270,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
             self.session?.shutdown()
             self.flushOutput()
             self.phase = .ending
+            self.closedLocally = true
             self.wrapped.close()
         }
     }
@@ -274,7 +279,35 @@ public final class TLSConnection: Connection, @unchecked Sendable {
         onLoop {
             guard case .open = self.phase else { return }
             self.phase = .ending
+            self.closedLocally = true
             self.wrapped.reset()
+        }
+    }
+
+    // MARK: For TLSTransport
+
+    /// Runs `observer` once when the connection has ended (at once if it has).
+    func observeEnd(_ observer: @escaping @Sendable () -> Void) {
+        onLoop {
+            if case .ended = self.phase { observer() } else { self.endObserver = observer }
+        }
+    }
+
+    /// The transport is shutting down: sends close_notify (so the peer reads a clean end
+    /// of stream, not a truncation) and closes the wrapped connection; the end reports
+    /// `cancelled`/`shutdown`. Returns once that was done on the loop.
+    func closeForShutdown() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            onLoop {
+                if case .open = self.phase {
+                    self.session?.shutdown()
+                    self.flushOutput()
+                    self.terminalError = .transportShutdown()
+                    self.phase = .ending
+                    self.wrapped.close()
+                }
+                continuation.resume()
+            }
         }
     }
 
@@ -493,10 +526,17 @@ public final class TLSConnection: Connection, @unchecked Sendable {
         case .open, .ending: wasHandshaking = false
         }
         phase = .ended
-        if terminalError == nil { terminalError = error }
+        // A local close ends with nil, as the contract says, even when the wrapped
+        // connection saw an error first: the close_notify written to a peer that had
+        // gone (the memory backend reports that write as a reset).
+        if terminalError == nil && !closedLocally { terminalError = error }
         session = nil
         buffered.store(0, ordering: .relaxed)
         events.connection = nil
+        if let endObserver {
+            self.endObserver = nil
+            endObserver()
+        }
         if wasHandshaking {
             resumeHandshake(.failure(error ?? TLSErrorTable.closedDuringHandshake()))
         }

@@ -20,9 +20,14 @@ public final class TLSListener: Listener {
         var handshaking: [ObjectIdentifier: any Connection] = [:]
     }
     private let state = Mutex(State())
+    private let open: OpenTLSResources
 
-    init(wrapping wrapped: any Listener, context: TLSContext, handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)?) {
+    init(
+        wrapping wrapped: any Listener, context: TLSContext, handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)?,
+        open: OpenTLSResources
+    ) {
         self.wrapped = wrapped
+        self.open = open
         // The wrapped sequence, not an accept handler: it ends when the wrapped listener
         // closes for any reason (the transport's shutdown too), and this one ends with it.
         Task { [self] in
@@ -30,6 +35,7 @@ public final class TLSListener: Listener {
                 admit(connection, context: context, handshakeFailures: handshakeFailures)
             }
             connections.finish()
+            open.forget(self)
         }
     }
 
@@ -58,6 +64,7 @@ public final class TLSListener: Listener {
             state.withLock { _ = $0.handshaking.removeValue(forKey: key) }
             switch result {
             case .success(let tls):
+                open.track(tls)
                 if !connections.yield(tls) { tls.close() }
             case .failure(let error):
                 handshakeFailures?(error, connection.remoteAddress)
@@ -74,5 +81,6 @@ public final class TLSListener: Listener {
         wrapped.close()
         for connection in pending { connection.close() }
         connections.finish()
+        open.forget(self)
     }
 }

@@ -29,9 +29,15 @@ public import Switchyard
 ///   succeeded. A failed handshake closes that connection and is reported to
 ///   `handshakeFailures` (a server has no other caller to tell). A transport made
 ///   without a server configuration throws `failedPrecondition`, reason `invalid option`.
-/// - **Shutdown** is the wrapped transport's: call it on this transport or on the
-///   wrapped one (this transport owns no loop or descriptor of its own). A handshake that
-///   is running when the wrapped transport shuts down fails with `cancelled`/`shutdown`.
+/// - **Shutdown**: call it on this transport (this transport owns no loop or descriptor of
+///   its own; the wrapped transport's shutdown does the rest). ``shutdown(gracePeriod:)``
+///   closes the listeners at once, waits up to the grace period for the TLS connections
+///   to close, then sends close_notify on each one left and closes it (`cancelled`,
+///   reason `shutdown`), so its peer reads a clean end of stream rather than a
+///   truncation, and shuts the wrapped transport down with what is left of the grace
+///   period. ``shutdownNow()`` does the same without waiting. A handshake that is running
+///   then fails with `cancelled`/`shutdown`. Shutting the wrapped transport down
+///   directly also works, without the close_notify: peers see `truncated`.
 public final class TLSTransport: Transport {
     /// The transport the TLS records travel on.
     public let wrapped: any Transport
@@ -40,6 +46,7 @@ public final class TLSTransport: Transport {
     /// The server side's context, if any.
     public let serverContext: TLSContext?
     private let handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)?
+    private let open = OpenTLSResources()
 
     /// The wrapped transport's name with `+tls`, for example `"libuv+tls"`.
     public var name: String { wrapped.name + "+tls" }
@@ -85,7 +92,9 @@ public final class TLSTransport: Transport {
         }
         let connection = try await wrapped.connect(to: endpoint, options: options)
         let name = clientContext.configuration.serverName ?? endpoint.host
-        return try await TLSConnection.client(wrapping: connection, context: clientContext, serverName: name)
+        let tls = try await TLSConnection.client(wrapping: connection, context: clientContext, serverName: name)
+        open.track(tls)
+        return tls
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
@@ -93,10 +102,25 @@ public final class TLSTransport: Transport {
             throw TransportError(code: .failedPrecondition, reason: .invalidOption, message: "TLSTransport was made without a server configuration")
         }
         let listener = try await wrapped.listen(on: endpoint, options: options)
-        return TLSListener(wrapping: listener, context: serverContext, handshakeFailures: handshakeFailures)
+        let tls = TLSListener(wrapping: listener, context: serverContext, handshakeFailures: handshakeFailures, open: open)
+        open.track(tls)
+        return tls
     }
 
-    public func shutdown(gracePeriod: Duration) async { await wrapped.shutdown(gracePeriod: gracePeriod) }
+    public func shutdown(gracePeriod: Duration) async {
+        open.closeListeners()
+        let clock = ContinuousClock()
+        let deadline = clock.now + gracePeriod
+        while open.openConnections > 0 && clock.now < deadline {
+            try? await Task.sleep(for: min(.milliseconds(10), deadline - clock.now))
+        }
+        await open.closeConnectionsForShutdown()
+        await wrapped.shutdown(gracePeriod: max(.zero, deadline - clock.now))
+    }
 
-    public func shutdownNow() async { await wrapped.shutdownNow() }
+    public func shutdownNow() async {
+        open.closeListeners()
+        await open.closeConnectionsForShutdown()
+        await wrapped.shutdownNow()
+    }
 }
