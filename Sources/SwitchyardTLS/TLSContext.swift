@@ -66,6 +66,13 @@ public final class TLSContext: @unchecked Sendable {
         // buffers OpenSSL keeps between records are released when idle.
         _ = switchyard_ssl_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
         _ = SSL_CTX_set_options(context, switchyard_ssl_op_no_renegotiation())
+        if configuration.role == .server {
+            // No TLS 1.3 session tickets: nothing here resumes sessions, and a ticket is
+            // data the server sends unasked right after the handshake; a client that
+            // never reads it and closes makes its kernel answer with a reset (unread data
+            // in the receive buffer), which the server would see instead of close_notify.
+            _ = SSL_CTX_set_num_tickets(context, 0)
+        }
 
         if let chain = configuration.certificateChainFile, let key = configuration.privateKeyFile {
             guard SSL_CTX_use_certificate_chain_file(context, chain) == 1 else {

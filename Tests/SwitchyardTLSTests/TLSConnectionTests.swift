@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardTLS
+import Synchronization
 import Testing
 
 @Suite("TLS connections over every backend", .serialized, .timeLimit(.minutes(1)))
@@ -195,6 +196,65 @@ struct TLSConnectionTests {
             let reply = String(decoding: try await async.readToEnd(), as: UTF8.self)
             #expect(reply == "hello and after your end")
             async.close()
+            listener.close()
+        }
+    }
+
+    /// Records how the connection ended.
+    final class EndRecorder: ConnectionHandler, @unchecked Sendable {
+        let ended = Mutex<TransportError??>(nil)
+        func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {}
+        func connectionDidReadEnd() {}
+        func connectionDidClose(error: TransportError?) { ended.withLock { $0 = .some(error) } }
+    }
+
+    @Test("Shutting a TLSTransport down sends close_notify: the peer reads a clean end, the server's connection ends cancelled/shutdown",
+          arguments: [(Backend.bsd, false), (.libuv, true), (.memory, false)])
+    func shutdownSendsCloseNotify(backend: Backend, graceful: Bool) async throws {
+        let serverTLS = try TLSTransport(wrapping: try backend.transport(), server: TestCertificates.server())
+        let recorder = EndRecorder()
+        let listener = try await serverTLS.listen(on: loopback)
+        listener.acceptConnections { connection in
+            connection.setHandler(recorder)
+            connection.startReading()
+        }
+        try await withTLS(backend, server: nil) { tls in
+            let client = AsyncConnection(try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)))
+            try await client.write([1])
+            try await Task.sleep(for: .milliseconds(50))
+            if graceful {
+                await serverTLS.shutdown(gracePeriod: .milliseconds(100))
+            } else {
+                await serverTLS.shutdownNow()
+            }
+            #expect(try await client.readToEnd() == [])
+            let end = recorder.ended.withLock { $0 }
+            #expect(end??.code == .cancelled)
+            #expect(end??.reason == .shutdown)
+            client.close()
+        }
+    }
+
+    @Test("A local close reports nil even when the peer had already gone", arguments: Backend.allCases)
+    func localCloseAfterPeerLeft(backend: Backend) async throws {
+        try await withTLS(backend) { tls in
+            let recorder = EndRecorder()
+            let listener = try await tls.listen(on: loopback)
+            let accepted = Task { () -> (any Connection)? in
+                for await connection in listener.connections { return connection }
+                return nil
+            }
+            let client = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
+            let server = try #require(await accepted.value)
+            let serverSide = AsyncConnection(server)
+            client.close()
+            #expect(try await serverSide.read() == nil)  // close_notify: a clean end
+            server.setHandler(recorder)
+            server.close()
+            for _ in 0..<100 where recorder.ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+            let end = recorder.ended.withLock { $0 }
+            #expect(end != nil)
+            #expect(end! == nil)
             listener.close()
         }
     }
