@@ -13,7 +13,9 @@ public import Switchyard
 /// ```
 ///
 /// Only TLS 1.2 and TLS 1.3 are spoken (``minimumVersion``, ``maximumVersion``), with
-/// OpenSSL's default cipher suites and groups for them.
+/// OpenSSL's default cipher suites and groups for them. Sessions are not resumed: a
+/// server sends no TLS 1.3 session tickets (unasked data after the handshake that a
+/// client which never reads would answer, on close, with a TCP reset).
 public struct TLSConfiguration: Sendable, Hashable {
     /// Which end of the handshake this side plays.
     public struct Role: Sendable, Hashable, CustomStringConvertible {
