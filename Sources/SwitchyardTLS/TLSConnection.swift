@@ -37,8 +37,11 @@ import Synchronization
 /// - **shutdownOutput** sends `close_notify`, then shuts the wrapped connection's output
 ///   down; reading goes on (TLS 1.3 half-close; TLS 1.2 peers may close at once).
 /// - **close** sends `close_notify` (best effort: it goes to the wrapped connection's
-///   queue, which the close then releases) and closes the wrapped connection.
-///   **reset** resets the wrapped connection without `close_notify`.
+///   queue, which the close then releases) and closes the wrapped connection; the end
+///   reports nil, whatever the wrapped connection saw. With writes still queued, the
+///   `close_notify` goes with them (records cannot be skipped: each one's sequence number
+///   is in the next one's integrity check), so the peer reads `truncated`: it did not
+///   get everything. **reset** resets the wrapped connection without `close_notify`.
 /// - **Errors** of TLS (a record that is not TLS, an alert, a refused certificate) end the
 ///   connection with the error ``TLSErrorTable`` gives; OpenSSL's alert is sent to the
 ///   peer first. The wrapped connection's own errors pass through unchanged.
