@@ -200,11 +200,12 @@ struct TLSConnectionTests {
         }
     }
 
-    /// Records how the connection ended.
+    /// Records how the connection ended (and whether it read the end of stream).
     final class EndRecorder: ConnectionHandler, @unchecked Sendable {
         let ended = Mutex<TransportError??>(nil)
+        let readEnd = Mutex(false)
         func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {}
-        func connectionDidReadEnd() {}
+        func connectionDidReadEnd() { readEnd.withLock { $0 = true } }
         func connectionDidClose(error: TransportError?) { ended.withLock { $0 = .some(error) } }
     }
 
@@ -246,10 +247,11 @@ struct TLSConnectionTests {
             }
             let client = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
             let server = try #require(await accepted.value)
-            let serverSide = AsyncConnection(server)
-            client.close()
-            #expect(try await serverSide.read() == nil)  // close_notify: a clean end
             server.setHandler(recorder)
+            server.startReading()
+            client.close()
+            for _ in 0..<200 where !recorder.readEnd.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(recorder.readEnd.withLock { $0 })  // close_notify: a clean end
             server.close()
             for _ in 0..<100 where recorder.ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
             let end = recorder.ended.withLock { $0 }

@@ -51,12 +51,16 @@ struct TLSInteropTests {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            defer { if process.isRunning { process.terminate() } }
+            defer {
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+            }
             let line = "hello from s_client \(UInt32.random(in: 0...UInt32.max))\n"
             input.fileHandleForWriting.write(Data(line.utf8))
             let echoed = try await readUntil(output, contains: line)
             #expect(echoed.contains(line), "s_client printed: \(echoed)")
             try input.fileHandleForWriting.close()
+            process.waitUntilExit()  // s_client ends at the end of its input (-no_ign_eof)
             listener.close()
         }
     }
@@ -81,7 +85,10 @@ struct TLSInteropTests {
         process.standardError = FileHandle.nullDevice
         process.standardInput = Pipe()
         try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        defer {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
         _ = try await readUntil(output, contains: "ACCEPT")
 
         try await withTLS(.libuv, server: nil) { tls in
