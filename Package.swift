@@ -23,6 +23,9 @@ let package = Package(
         .library(name: "SwitchyardNetlink", targets: ["SwitchyardNetlink"]),
         .library(name: "SwitchyardTransfer", targets: ["SwitchyardTransfer"]),
         .library(name: "SwitchyardServiceLifecycle", targets: ["SwitchyardServiceLifecycle"]),
+        // TLS over any backend's connections, on the system OpenSSL 3 (libssl-dev). Only
+        // what imports it needs libssl-dev.
+        .library(name: "SwitchyardTLS", targets: ["SwitchyardTLS"]),
         // A backend library for the loading tests: bsd exported through the C entry point
         // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
@@ -169,6 +172,20 @@ let package = Package(
                 "Switchyard", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+        // The system OpenSSL 3 (Debian: libssl-dev), through pkg-config, with a shim of
+        // static inline wrappers for the macros SwitchyardTLS needs.
+        .systemLibrary(
+            name: "CSwitchyardOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // TLS as a layer over any Connection and any Transport (memory BIOs: the wrapped
+        // backend keeps doing the I/O). Nothing else depends on it.
+        .target(
+            name: "SwitchyardTLS",
+            dependencies: ["Switchyard", "CSwitchyardOpenSSL"],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
@@ -335,6 +352,11 @@ let package = Package(
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends",
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardTLSTests",
+            dependencies: ["Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
