@@ -33,8 +33,8 @@ public struct TLSConfiguration: Sendable, Hashable {
     public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
         let rank: Int
         private init(rank: Int) { self.rank = rank }
-        public static let v1_2 = Version(rank: 2)
-        public static let v1_3 = Version(rank: 3)
+        public static let tls12 = Version(rank: 2)
+        public static let tls13 = Version(rank: 3)
         public static func < (lhs: Version, rhs: Version) -> Bool { lhs.rank < rhs.rank }
         public var description: String { rank == 2 ? "TLS 1.2" : "TLS 1.3" }
     }
@@ -142,7 +142,7 @@ public struct TLSConfiguration: Sendable, Hashable {
             role: .client, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
             trustRoots: trustRoots, serverVerification: serverVerification, clientAuthentication: .none,
             serverName: serverName, applicationProtocols: applicationProtocols,
-            minimumVersion: .v1_2, maximumVersion: .v1_3, handshakeTimeout: handshakeTimeout)
+            minimumVersion: .tls12, maximumVersion: .tls13, handshakeTimeout: handshakeTimeout)
     }
 
     /// A server presenting `certificateChainFile` with `privateKeyFile`; with
@@ -159,7 +159,7 @@ public struct TLSConfiguration: Sendable, Hashable {
             role: .server, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
             trustRoots: trustRoots, serverVerification: .full, clientAuthentication: clientAuthentication,
             serverName: nil, applicationProtocols: applicationProtocols,
-            minimumVersion: .v1_2, maximumVersion: .v1_3, handshakeTimeout: handshakeTimeout)
+            minimumVersion: .tls12, maximumVersion: .tls13, handshakeTimeout: handshakeTimeout)
     }
 
     public init(

@@ -65,7 +65,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     /// The application protocol ALPN settled on, or nil.
     public private(set) var negotiatedProtocol: String?
     /// The TLS version the handshake settled on.
-    public private(set) var negotiatedVersion: TLSConfiguration.Version = .v1_3
+    public private(set) var negotiatedVersion: TLSConfiguration.Version = .tls13
     /// Whether the peer presented a certificate (for a server: a client certificate, which
     /// verified when ``TLSConfiguration/clientAuthentication`` asked for one).
     public private(set) var peerPresentedCertificate = false
@@ -328,7 +328,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
         case .done:
             flushOutput()
             negotiatedProtocol = session.negotiatedProtocol
-            negotiatedVersion = session.negotiatedVersion ?? .v1_3
+            negotiatedVersion = session.negotiatedVersion ?? .tls13
             peerPresentedCertificate = session.peerPresentedCertificate
             phase = .open
             setWrappedReading(false)

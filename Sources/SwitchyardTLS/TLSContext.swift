@@ -55,7 +55,7 @@ public final class TLSContext: @unchecked Sendable {
         serverProtocolList: inout UnsafeMutableRawBufferPointer?
     ) throws(TransportError) {
         func version(_ version: TLSConfiguration.Version) -> Int32 {
-            version == .v1_2 ? switchyard_ssl_version_tls1_2() : switchyard_ssl_version_tls1_3()
+            version == .tls12 ? switchyard_ssl_version_tls1_2() : switchyard_ssl_version_tls1_3()
         }
         guard switchyard_ssl_ctx_set_min_proto_version(context, version(configuration.minimumVersion)) == 1,
             switchyard_ssl_ctx_set_max_proto_version(context, version(configuration.maximumVersion)) == 1

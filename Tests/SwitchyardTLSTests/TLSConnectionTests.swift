@@ -16,7 +16,7 @@ struct TLSConnectionTests {
             let connection = try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port))
             let tlsConnection = try #require(connection as? TLSConnection)
             #expect(tlsConnection.negotiatedProtocol == "switchyard")
-            #expect(tlsConnection.negotiatedVersion == .v1_3)
+            #expect(tlsConnection.negotiatedVersion == .tls13)
             #expect(connection.backendName == "\(backend)+tls")
 
             let bytes = testBytes(1 << 20, seed: 1)
@@ -114,13 +114,13 @@ struct TLSConnectionTests {
     @Test("TLS 1.2 when the client speaks no newer: echo and a clean end of stream as with 1.3", arguments: [Backend.memory, .bsd])
     func tls12(backend: Backend) async throws {
         var client = TestCertificates.client()
-        client.maximumVersion = .v1_2
+        client.maximumVersion = .tls12
         try await withTLS(backend, client: client) { tls in
             let listener = try await tls.listen(on: loopback)
             serveEcho(listener)
             let connection = try #require(
                 try await tls.connect(to: Endpoint(host: "localhost", port: listener.localAddress.port)) as? TLSConnection)
-            #expect(connection.negotiatedVersion == .v1_2)
+            #expect(connection.negotiatedVersion == .tls12)
             let async = AsyncConnection(connection)
             let bytes = testBytes(100_000, seed: 5)
             connection.write(bytes, completion: nil)
@@ -180,7 +180,7 @@ struct TLSConnectionTests {
         func connectionDidClose(error: TransportError?) {}
     }
 
-    @Test("Half-close: after the peer's close_notify this side still writes, and the peer reads it", arguments: [TLSConfiguration.Version.v1_2, .v1_3])
+    @Test("Half-close: after the peer's close_notify this side still writes, and the peer reads it", arguments: [TLSConfiguration.Version.tls12, .tls13])
     func halfClose(version: TLSConfiguration.Version) async throws {
         var client = TestCertificates.client()
         client.maximumVersion = version

@@ -150,8 +150,8 @@ final class OpenSSLSession {
     /// The protocol version the handshake settled on.
     var negotiatedVersion: TLSConfiguration.Version? {
         switch SSL_version(ssl) {
-        case switchyard_ssl_version_tls1_2(): .v1_2
-        case switchyard_ssl_version_tls1_3(): .v1_3
+        case switchyard_ssl_version_tls1_2(): .tls12
+        case switchyard_ssl_version_tls1_3(): .tls13
         default: nil
         }
     }
