@@ -1,5 +1,6 @@
 import Glibc
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 // Accept when the process is out of descriptors, as libuv's `emfile` test does it
@@ -25,14 +26,16 @@ extension ConformanceScenario {
         // Every connection is echoed from the moment it is accepted.
         listener.acceptConnections { EchoHandler($0).start() }
 
-        // The window out of descriptors runs no Swift task and no timer of the kit: the
-        // runtime's thread pool (libdispatch) reads /proc to watch its threads when work
-        // is queued, and crashes the process when it cannot open a file (measured: 3 in
-        // 25 runs with tasks awaiting echoes in the window). The kit's own sockets and
-        // this thread, blocked in poll(2), do the work: two connections open before (the
-        // server's ends must keep working), four that connect during it (they wait to be
-        // accepted). Every socket exists before the table fills; connecting needs no new
-        // descriptor.
+        // The window out of descriptors runs no Swift task and no timer of the kit, and
+        // runs on a thread of its own, not on the runtime's thread pool: that pool
+        // (libdispatch) reads /proc to watch its threads when work stays queued while its
+        // threads are blocked, and crashes the process when it cannot open a file
+        // (measured: 3 in 25 runs with tasks awaiting echoes in the window; and once in a
+        // CI run with this blocking loop on one of the pool's two threads). The kit's own
+        // sockets and that thread, blocked in poll(2), do the work: two connections open
+        // before (the server's ends must keep working), four that connect during it (they
+        // wait to be accepted). Every socket exists before the table fills; connecting
+        // needs no new descriptor.
         let open = try (0..<2).map { _ in try RawClientSocket(for: endpoint) }
         let waiting = try (0..<4).map { _ in try RawClientSocket(for: endpoint) }
         defer { for socket in open + waiting { socket.close() } }
@@ -43,35 +46,40 @@ extension ConformanceScenario {
             }
         }
 
-        let exhaustion = try DescriptorExhaustion.begin()
-        var exhausted = true
-        defer { if exhausted { exhaustion.end() } }
-        var problems: [String] = []
-        for socket in waiting {
-            do { try socket.startConnect(to: endpoint) } catch { problems.append("\(error)") }
-        }
-        // While the connections wait and no descriptor is free: CPU, and the open ones.
-        let cpuBefore = processCPUTime()
-        let wallStart = ContinuousClock.now
-        for round in 0..<5 where problems.isEmpty {
-            for (index, socket) in open.enumerated() {
-                if let problem = socket.echo(ConformancePattern.bytes(count: 512, seed: UInt64(611_000 + 10 * round + index)), milliseconds: 5_000) {
-                    problems.append("open connection \(index), round \(round), out of descriptors: \(problem)")
-                }
+        let window = await onThreadOfItsOwn { () -> ExhaustionWindow in
+            let exhaustion: DescriptorExhaustion
+            do { exhaustion = try DescriptorExhaustion.begin() } catch { return ExhaustionWindow(beginFailure: "\(error)") }
+            var problems: [String] = []
+            for socket in waiting {
+                do { try socket.startConnect(to: endpoint) } catch { problems.append("\(error)") }
             }
-            _ = poll(nil, 0, 200)
+            // While the connections wait and no descriptor is free: CPU, and the open ones.
+            let cpuBefore = processCPUTime()
+            let wallStart = ContinuousClock.now
+            for round in 0..<5 where problems.isEmpty {
+                for (index, socket) in open.enumerated() {
+                    if let problem = socket.echo(ConformancePattern.bytes(count: 512, seed: UInt64(611_000 + 10 * round + index)), milliseconds: 5_000) {
+                        problems.append("open connection \(index), round \(round), out of descriptors: \(problem)")
+                    }
+                }
+                _ = poll(nil, 0, 200)
+            }
+            let wall = ContinuousClock.now - wallStart
+            let cpu = processCPUTime() - cpuBefore
+            let stillExhausted = exhaustion.stillExhausted()
+            exhaustion.end()
+            return ExhaustionWindow(
+                problems: problems, cpu: cpu, wall: wall, stillExhausted: stillExhausted,
+                fillers: exhaustion.fillers.count, limit: exhaustion.limit)
         }
-        let wall = ContinuousClock.now - wallStart
-        let cpu = processCPUTime() - cpuBefore
-        let stillExhausted = exhaustion.stillExhausted()
-        exhaustion.end()
-        exhausted = false
-        context.log("out of descriptors: \(exhaustion.fillers.count) filler descriptors, soft limit \(exhaustion.limit)")
+        if let failure = window.beginFailure { throw DescriptorExhaustion.Failure(description: failure) }
+        let (problems, cpu, wall) = (window.problems, window.cpu, window.wall)
+        context.log("out of descriptors: \(window.fillers) filler descriptors, soft limit \(window.limit)")
         try context.expect(problems.isEmpty, problems.joined(separator: "; "))
         context.record("CPU while out of descriptors", cpu)
         context.record("wall time out of descriptors", wall)
         context.log("out of descriptors for \(wall): the process used \(cpu) of CPU")
-        try context.expect(stillExhausted, "the descriptor table had a free slot during the test (the test itself is broken)")
+        try context.expect(window.stillExhausted, "the descriptor table had a free slot during the test (the test itself is broken)")
         // A listener that spins on EMFILE burns a core: measured here with bsd's pause on
         // EMFILE taken out, 0.96 to 1.0 s of CPU a second; with it, 3 to 7 ms. The bound,
         // a tenth of the wall time, still catches a spin that a loaded machine slows down.
@@ -107,6 +115,32 @@ extension ConformanceScenario {
             if let problem = socket.echo(ConformancePattern.bytes(count: 512, seed: UInt64(614_000 + index)), milliseconds: 10_000) {
                 try context.fail("open connection \(index), after descriptors freed up: \(problem)")
             }
+        }
+    }
+}
+
+/// What the window out of descriptors saw, handed back from its thread.
+private struct ExhaustionWindow: Sendable {
+    var beginFailure: String?
+    var problems: [String] = []
+    var cpu: Duration = .zero
+    var wall: Duration = .zero
+    var stillExhausted = false
+    var fillers = 0
+    var limit: rlim_t = 0
+
+    init(beginFailure: String) { self.beginFailure = beginFailure }
+    init(problems: [String], cpu: Duration, wall: Duration, stillExhausted: Bool, fillers: Int, limit: rlim_t) {
+        (self.problems, self.cpu, self.wall, self.stillExhausted, self.fillers, self.limit) = (problems, cpu, wall, stillExhausted, fillers, limit)
+    }
+}
+
+/// Runs `body` on a new thread (not the runtime's pool) and returns its result; on the
+/// calling task's thread if no thread can be started.
+private func onThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        if !runOnNewThread(name: "kit-emfile", { continuation.resume(returning: body()) }) {
+            continuation.resume(returning: body())
         }
     }
 }
