@@ -13,8 +13,9 @@ SwitchyardTLS) against a C epoll + OpenSSL server and SwiftNIO with NIOSSL (issu
 
 What it does (the method is Benchmarks/run's, echo-bench.py, whose Server class and machine
 description it reuses):
-- Builds, in release: nio-tls-echo-server (Benchmarks package, NIOSSL) and the root
-  package's echo-server; with $BENCH_CC -O2 the C TLS server and the load generator (both
+- Builds, in release: nio-tls-echo-server (Benchmarks package, NIOSSL) and echo-server
+  (in the root package's own .build, so a developer's release build is reused; ECHO_SERVER
+  names another binary); with $BENCH_CC -O2 the C TLS server and the load generator (both
   against the system's OpenSSL 3) into Benchmarks/.build/c/.
 - Makes throwaway certificates with scripts/make-test-certs (an EC P-256 server key for
   localhost from a test CA) into a temporary directory; every server gets the same ones.
@@ -67,9 +68,11 @@ log = eb.log
 def build():
     flags = ["-c", "release"]
     if not os.environ.get("NO_BUILD"):
-        for product in ["nio-tls-echo-server", "echo-server"]:
-            log(f"building {product} (release)")
-            eb.sh([eb.swift(), "build", *flags, "--product", product], cwd=HERE, stdout=sys.stderr)
+        log("building nio-tls-echo-server (release)")
+        eb.sh([eb.swift(), "build", *flags, "--product", "nio-tls-echo-server"], cwd=HERE, stdout=sys.stderr)
+        if not os.environ.get("ECHO_SERVER"):
+            log("building echo-server (release, root package)")
+            eb.sh([eb.swift(), "build", *flags, "--product", "echo-server"], cwd=ROOT, stdout=sys.stderr)
     bin_dir = Path(eb.sh([eb.swift(), "build", *flags, "--show-bin-path"], cwd=HERE, capture_output=True).stdout.strip())
     CBIN.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("NO_BUILD") or not (CBIN / "c-epoll-tls-echo").exists():
@@ -82,7 +85,8 @@ def build():
 
 def servers(bin_dir, certs):
     cert, key = str(certs / "server.pem"), str(certs / "server.key")
-    echo = str(bin_dir / "echo-server")
+    echo = os.environ.get("ECHO_SERVER") or str(Path(eb.sh([eb.swift(), "build", "-c", "release", "--show-bin-path"],
+                                                               cwd=ROOT, capture_output=True).stdout.strip()) / "echo-server")
     common = ["--port", "0", "--event-loops", "1", "--grace-period", "0", "--tls-cert", cert, "--tls-key", key]
     table = {
         "c-epoll-tls": [str(CBIN / "c-epoll-tls-echo"), cert, key, "0"],
