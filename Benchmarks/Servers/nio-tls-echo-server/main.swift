@@ -42,7 +42,7 @@ let threads = arguments.count > 4 ? Int(arguments[4]) ?? 1 : 1
 
 let configuration = TLSConfiguration.makeServerConfiguration(
     certificateChain: try NIOSSLCertificate.fromPEMFile(arguments[1]).map { .certificate($0) },
-    privateKey: .file(arguments[2])
+    privateKey: .privateKey(try NIOSSLPrivateKey(file: arguments[2], format: .pem))
 )
 let sslContext = try NIOSSLContext(configuration: configuration)
 
