@@ -210,10 +210,10 @@ def targets(med, samples):
                              if x.get(k) and y.get(k)]
                 spread = f"{min(per_round):.2f} to {max(per_round):.2f}" if len(per_round) > 1 else "-"
                 if ok(value):
-                    gap = f"+{value - need:.2f} above"
+                    gap = f"{value - need:+.3f}"
                 else:
-                    gap = f"{value - need:.2f}: needs {need / value:.2f}x its speed"
-                rows.append(f"| {server} / {ref}, {h} | {value:.2f} | {spread} | {goal} | "
+                    gap = f"{value - need:+.3f}: {(need / value - 1) * 100:.1f}% faster needed"
+                rows.append(f"| {server} / {ref}, {h} | {value:.3f} | {spread} | {goal} | "
                             f"{'met' if ok(value) else 'MISSED'} | {gap} |")
     if not rows:
         return []
