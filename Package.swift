@@ -217,7 +217,7 @@ let package = Package(
         .executableTarget(
             name: "echo-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -228,7 +228,7 @@ let package = Package(
         .executableTarget(
             name: "echo-client",
             dependencies: [
-                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink",
+                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],

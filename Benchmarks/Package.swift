@@ -14,6 +14,8 @@ let package = Package(
         // too, so one build covers every Swift server under test.
         .package(name: "switchyard", path: ".."),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // NIOSSL: the TLS peer of Benchmarks/tls (nio-tls-echo-server).
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -25,6 +27,16 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Servers/nio-echo-server"
+        ),
+        // The SwiftNIO TLS peer: the same server with NIOSSL's handler first (Benchmarks/tls).
+        .executableTarget(
+            name: "nio-tls-echo-server",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Servers/nio-tls-echo-server"
         ),
         // Not a server: the resident-memory floor of any Swift program (see its header).
         .executableTarget(name: "swift-floor", path: "Servers/swift-floor"),

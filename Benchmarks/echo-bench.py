@@ -98,7 +98,8 @@ def build():
         log(f"building the C servers and loadgen ({CC} -O2)")
         sh([CC, "-O2", "-o", str(CBIN / "c-epoll-echo"), str(HERE / "Servers/c-epoll-echo.c")])
         sh([CC, "-O2", "-o", str(CBIN / "c-libuv-echo"), str(HERE / "Servers/c-libuv-echo.c"), *uv])
-        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c")])
+        # loadgen links OpenSSL for its --tls mode (Benchmarks/tls); plain loads do not use it.
+        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
     return bin_dir
 
 

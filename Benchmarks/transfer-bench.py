@@ -105,7 +105,7 @@ def build():
     CBIN.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("NO_BUILD") or not (CBIN / "loadgen").exists():
         log(f"building loadgen ({CC} -O2)")
-        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c")])
+        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
     for name in ["transfer-server", "transfer-client", "echo-server"]:
         if not (bin_dir / name).exists():
             sys.exit(f"transfer: {bin_dir / name} is missing (run without NO_BUILD)")

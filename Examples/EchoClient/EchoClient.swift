@@ -3,6 +3,13 @@
 //     echo-client [--backend NAME] [--backend-library PATH ...] [--host HOST]
 //                 [--port PORT | --path PATH] [--count N] [--size BYTES] [--concurrency C]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
+//                 [--tls [--tls-ca PEM] [--tls-server-name NAME] [--tls-cert PEM --tls-key PEM]]
+//
+// With `--tls` every connection speaks TLS (SwitchyardTLS's `TLSTransport` over the chosen
+// backend): the server's certificate must lead to the system's trust store or to
+// `--tls-ca`, and name `--tls-server-name` (else --host), which is also sent as SNI.
+// `--tls-cert` and `--tls-key` give a client certificate to a server that asks for one.
+// A handshake or certificate failure fails the connect, with OpenSSL's reason.
 //
 // Opens `concurrency` connections; each does `count` sequential round trips: it writes
 // one message of `size` bytes, reads back exactly `size` bytes, and compares them with
@@ -30,6 +37,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardNetlink
+import SwitchyardTLS
 import Synchronization
 
 @main
@@ -50,8 +58,8 @@ struct EchoClient: AsyncParsableCommand {
             messagesPerConnection, messageSizeBytes, messages, bytes, durationSeconds, \
             messagesPerSecond, throughputMiBPerSecond, latency {p50Microseconds, \
             p90Microseconds, p99Microseconds, p999Microseconds, maxMicroseconds}, errors \
-            (counts by TransportError code; badEcho for a wrong echo), errorCount, and \
-            reconnects (with --reconnect). The lines --reconnect prints go to standard \
+            (counts by TransportError code; badEcho for a wrong echo), errorCount, \
+            reconnects (with --reconnect), and tls (true with --tls). The lines --reconnect prints go to standard \
             error instead.
             """)
 
@@ -106,7 +114,54 @@ struct EchoClient: AsyncParsableCommand {
     @Flag(help: "Print the report as one JSON object on standard output, for machines (its fields: above).")
     var json = false
 
+    @Flag(help: "Speak TLS: verify the server's certificate (against the system's trust store, or --tls-ca) and its name (--tls-server-name, else --host).")
+    var tls = false
+
+    @Option(name: .customLong("tls-ca"), help: ArgumentHelp("With --tls: trust only the CA certificates in this PEM file.", valueName: "pem"))
+    var tlsCA: String?
+
+    @Option(name: .customLong("tls-server-name"), help: ArgumentHelp("With --tls: the name sent as SNI and checked against the server's certificate (default: --host).", valueName: "name"))
+    var tlsServerName: String?
+
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("With --tls: a client certificate chain (PEM) for a server that asks for one; needs --tls-key.", valueName: "pem"))
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("With --tls: the private key of --tls-cert (PEM, not encrypted).", valueName: "pem"))
+    var tlsKey: String?
+
+    /// The client's TLS configuration, with --tls.
+    var tlsConfiguration: TLSConfiguration? {
+        guard tls else { return nil }
+        return .client(
+            trustRoots: tlsCA.map { .pemFile($0) } ?? .system, serverName: tlsServerName,
+            certificateChainFile: tlsCertificate, privateKeyFile: tlsKey)
+    }
+
     func validate() throws {
+        if !tls {
+            for (flag, value) in [("--tls-ca", tlsCA), ("--tls-server-name", tlsServerName), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)] where value != nil {
+                throw ValidationError("\(flag) needs --tls")
+            }
+        }
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+        }
+        if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
+            throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
+        }
+        for (flag, file) in [("--tls-ca", tlsCA), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)] {
+            if let file, access(file, R_OK) != 0 {
+                throw ValidationError("\(flag) \(file): cannot read it (\(String(cString: strerror(errno))))")
+            }
+        }
+        if let tlsConfiguration {
+            // Loads the files now, so a missing or bad one is a bad argument, named.
+            do {
+                _ = try TLSContext(configuration: tlsConfiguration)
+            } catch {
+                throw ValidationError("TLS: \(error.message)")
+            }
+        }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
         }
@@ -159,12 +214,25 @@ struct EchoClient: AsyncParsableCommand {
     func run() async throws {
         reportsJSON.store(json, ordering: .relaxed)
         let name = Backends.selectedName(explicit: backend)
-        let transport: any Transport
+        let base: any Transport
         do {
-            transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
+            base = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
         } catch {
             fail("cannot start backend '\(name)': \(error)")
         }
+        let transport: any Transport
+        if let tlsConfiguration {
+            do {
+                transport = try TLSTransport(wrapping: base, client: tlsConfiguration)
+            } catch {
+                await base.shutdownNow()
+                fail("cannot set up TLS: \(error)")
+            }
+        } else {
+            transport = base
+        }
+        // The report names the backend; TLS is a field of its own.
+        let backendName = base.name
 
         let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
         let options = ConnectOptions(timeout: .milliseconds(Int64(connectTimeout * 1000)))
@@ -226,10 +294,10 @@ struct EchoClient: AsyncParsableCommand {
             await transport.shutdownNow()
             statistics.countError(errorCode(of: error))
             if json {
-                print(report(transport: transport.name, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: "\(error)").text)
+                print(report(transport: backendName, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: "\(error)").text)
                 fflush(nil)
             }
-            fail("\(error)")
+            fail("\(error)\(plaintextHint(error))")
         }
         let elapsed = clock.now - start
         progress.cancel()
@@ -237,7 +305,7 @@ struct EchoClient: AsyncParsableCommand {
         await transport.shutdown(gracePeriod: .seconds(1))
 
         if json {
-            print(report(transport: transport.name, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: nil).text)
+            print(report(transport: backendName, endpoint: endpoint, statistics: statistics, elapsed: elapsed, failure: nil).text)
             fflush(nil)
             return
         }
@@ -252,13 +320,22 @@ struct EchoClient: AsyncParsableCommand {
         fflush(nil)
     }
 
+    /// Without --tls, a hint for a server that closed before echoing anything: a TLS
+    /// server does so when the first bytes are not a TLS handshake.
+    private func plaintextHint(_ error: any Error) -> String {
+        guard !tls, let failure = error as? EchoFailure, failure.message == 0 || failure.message == nil,
+            let reason = failure.error?.reason, reason == .closed || reason == .reset
+        else { return "" }
+        return " (the server closed before echoing anything: if it speaks TLS, add --tls)"
+    }
+
     /// The --json report of this run.
     private func report(transport name: String, endpoint: Endpoint, statistics: RunStatistics, elapsed: Duration, failure: String?) -> JSONReport {
         JSONReport(
             ok: failure == nil, failure: failure, backend: name, mode: mode, flowControl: flowControl,
             endpoint: "\(endpoint)", connections: concurrency, messagesPerConnection: count, messageSize: size,
             messages: statistics.messages, seconds: elapsed.seconds, latency: LatencySummary(statistics.merged()),
-            errors: statistics.errors, reconnects: reconnect ? reconnectCount.load(ordering: .relaxed) : nil)
+            errors: statistics.errors, reconnects: reconnect ? reconnectCount.load(ordering: .relaxed) : nil, tls: tls)
     }
 }
 

@@ -28,7 +28,8 @@
 //       },
 //       "errors": {"unavailable": 2},    // by TransportError code; "badEcho": a wrong echo
 //       "errorCount": 2,
-//       "reconnects": 2                  // only with --reconnect
+//       "reconnects": 2,                 // only with --reconnect
+//       "tls": false                     // true with --tls (then "backend" is the one under TLS)
 //     }
 //
 // The latency figures are 0 when no round trip was done.
@@ -51,6 +52,7 @@ struct JSONReport {
     var latency: LatencySummary
     var errors: [String: Int]
     var reconnects: Int?
+    var tls: Bool
 
     var text: String {
         var fields: [String] = [
@@ -84,6 +86,7 @@ struct JSONReport {
         fields.append("\"errors\": {\(errorFields.joined(separator: ", "))}")
         fields.append("\"errorCount\": \(errors.values.reduce(0, +))")
         if let reconnects { fields.append("\"reconnects\": \(reconnects)") }
+        fields.append("\"tls\": \(tls)")
         return "{\(fields.joined(separator: ", "))}"
     }
 

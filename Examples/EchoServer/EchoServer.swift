@@ -4,6 +4,14 @@
 //                 [--port PORT | --path PATH] [--event-loops N]
 //                 [--mode raw | --mode framed [--flow-control on|off]]
 //                 [--suspend-policy close|keep] [--stop-after-suspend]
+//                 [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+//
+// With `--tls-cert` and `--tls-key` it speaks TLS (SwitchyardTLS's `TLSTransport` over the
+// chosen backend, a loaded one too): every connection is echoed (raw) or served (framed)
+// after its TLS handshake; a handshake that fails is reported on standard error and that
+// connection closed. `--tls-client-ca` also asks each client for a certificate and turns
+// away those without one that leads to that CA (mutual TLS). A shutdown sends close_notify
+// on the connections it closes, so peers read a clean end of stream.
 //
 // With `--path`, it listens on a Unix-domain socket path instead (for a backend of
 // socket paths, such as the `unix` backend of Examples/UnixBackend).
@@ -45,6 +53,7 @@ import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
+import SwitchyardTLS
 import Synchronization
 
 @main
@@ -99,7 +108,44 @@ struct EchoServer: AsyncParsableCommand {
     @Flag(name: .customLong("stop-after-suspend"), help: "After suspending on SIGTSTP, stop the process (SIGSTOP) until SIGCONT, as job control expects.")
     var stopAfterSuspend = false
 
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Speak TLS, presenting this certificate chain (a PEM file, leaf first); needs --tls-key.", valueName: "pem"))
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-cert (a PEM file, not encrypted).", valueName: "pem"))
+    var tlsKey: String?
+
+    @Option(name: .customLong("tls-client-ca"), help: ArgumentHelp("With --tls-cert: require a client certificate that leads to a CA in this PEM file (mutual TLS).", valueName: "pem"))
+    var tlsClientCA: String?
+
+    /// The server's TLS configuration, when --tls-cert is given.
+    var tlsConfiguration: TLSConfiguration? {
+        guard let tlsCertificate, let tlsKey else { return nil }
+        return .server(
+            certificateChainFile: tlsCertificate, privateKeyFile: tlsKey,
+            clientAuthentication: tlsClientCA == nil ? .none : .required,
+            trustRoots: tlsClientCA.map { .pemFile($0) } ?? .system)
+    }
+
     func validate() throws {
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+        }
+        if tlsClientCA != nil, tlsCertificate == nil {
+            throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
+        }
+        for (flag, file) in [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey), ("--tls-client-ca", tlsClientCA)] {
+            if let file, access(file, R_OK) != 0 {
+                throw ValidationError("\(flag) \(file): cannot read it (\(String(cString: strerror(errno))))")
+            }
+        }
+        if let tlsConfiguration {
+            // Loads the files now, so a missing or bad one is a bad argument, named.
+            do {
+                _ = try TLSContext(configuration: tlsConfiguration)
+            } catch {
+                throw ValidationError("TLS: \(error.message)")
+            }
+        }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
         }
@@ -153,11 +199,22 @@ struct EchoServer: AsyncParsableCommand {
             }
         }
         let name = Backends.selectedName(explicit: backend)
-        let transport: any Transport
+        var transport: any Transport
         do {
             transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
         } catch {
             fail("cannot start backend '\(name)': \(error)")
+        }
+        if let tlsConfiguration {
+            do {
+                // A failed handshake has no caller to tell but the operator.
+                transport = try TLSTransport(wrapping: transport, server: tlsConfiguration) { error, peer in
+                    writeStandardError("echo-server: TLS handshake with \(peer) failed: \(error)\n")
+                }
+            } catch {
+                await transport.shutdownNow()
+                fail("cannot set up TLS: \(error)")
+            }
         }
         let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
 
