@@ -136,6 +136,45 @@ struct TLSToolsTests {
         await expectCleanStop(framed)
     }
 
+    /// TLS over a backend loaded at run time, on both ends.
+    @Test("echo-server and echo-client speak TLS over a backend loaded from a library")
+    func loadedBackend() async throws {
+        let certificates = try TestCertificates.shared()
+        let library = try Products.path(BackendLibraryTests.libraryName)
+        let (server, port) = try await startTLSEchoServer(
+            backend: "bsd-loaded", certificates: certificates, extra: ["--backend-library", library])
+        defer { server.killIfRunning() }
+        let client = try Subprocess(
+            try Products.path("echo-client"),
+            ["--backend-library", library, "--backend", "bsd-loaded", "--port", String(port), "--count", "50", "--size", "70000",
+             "--concurrency", "2", "--tls", "--tls-ca", certificates.path("ca.pem")],
+            name: "echo-client(bsd-loaded, tls)")
+        #expect(await client.wait() == .exit(0), "\(client.report)\n\(server.report)")
+        expectSummary(client.stdout, messages: 100, bytes: 100 * 70000, backend: "bsd-loaded+tls")
+        await expectCleanStop(server)
+    }
+
+    /// SIGTERM with a TLS peer that keeps its connection open: the grace period ends, the
+    /// server closes the connection with close_notify, so s_client reads a clean end of
+    /// stream (exit 0, no "unexpected eof") while it still has input to send.
+    @Test("A graceful shutdown ends open TLS connections with close_notify", arguments: socketBackends)
+    func shutdownSendsCloseNotify(backend: String) async throws {
+        let certificates = try TestCertificates.shared()
+        let (server, port) = try await startTLSEchoServer(
+            backend: backend, certificates: certificates, extra: ["--grace-period", "0.5"])
+        defer { server.killIfRunning() }
+        let command = [try TLSPeers.tool("openssl"), "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.path("ca.pem"),
+                       "-verify_return_error", "-quiet"]
+        let peer = try Python.start(TLSPeers.idleDriver, command, name: "openssl s_client (idle)")
+        defer { peer.killIfRunning() }
+        _ = try await peer.waitForLine(containing: "echoed")
+        let ending = await server.stop(with: SIGTERM)
+        #expect(server.stdout.contains("echo-server: SIGTERM, shutting down") && server.stdout.contains("echo-server: stopped"), "\(server.report)")
+        #expect(ending == .exit(0), "\(server.report)")
+        #expect(await peer.wait(timeout: .seconds(30)) == .exit(0), "\(peer.report)")
+        #expect(peer.stdout.contains("end of stream with close_notify"), "\(peer.report)")
+    }
+
     /// A name the certificate does not hold fails the connect with the verify result.
     @Test("echo-client --tls-server-name with a wrong name fails with the certificate error")
     func wrongServerName() async throws {
@@ -309,6 +348,31 @@ enum TLSPeers {
                        "-verify_return_error", "-verify_hostname", "localhost", "-quiet", "-no_ign_eof"] + extra
         return try Python.start(sClientDriver, [String(lines)] + command, name: "openssl s_client")
     }
+
+    /// Runs s_client (argv), sends one line, reads it back ("echoed"), then keeps its
+    /// input open and waits for the server to end the stream; s_client must exit 0 with
+    /// no error (it reports a TCP end without close_notify as "unexpected eof").
+    static let idleDriver = #"""
+        import subprocess, sys, threading
+        p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        errors = []
+        reader = threading.Thread(target=lambda: errors.append(p.stderr.read()), daemon=True)
+        reader.start()
+        p.stdin.write(b"hello\n"); p.stdin.flush()
+        if p.stdout.readline() != b"hello\n":
+            print("no echo"); sys.exit(1)
+        print("echoed", flush=True)
+        rest = p.stdout.read()
+        status = p.wait(timeout=30)
+        reader.join(timeout=10)
+        text = b"".join(errors).decode(errors="replace")
+        sys.stdout.write(text)
+        print("s_client exit %d" % status)
+        if status == 0 and not rest and "unexpected eof" not in text and "error" not in text.lower():
+            print("end of stream with close_notify")
+            sys.exit(0)
+        sys.exit(1)
+        """#
 
     static let sClientDriver = #"""
         import random, string, subprocess, sys, threading
