@@ -238,7 +238,7 @@ let package = Package(
         .executableTarget(
             name: "connectivity-monitor",
             dependencies: [
-                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -249,7 +249,7 @@ let package = Package(
         .executableTarget(
             name: "transfer-server",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -261,7 +261,7 @@ let package = Package(
             name: "transfer-client",
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
-                "SwitchyardServiceLifecycle",
+                "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -19,7 +19,9 @@
 // (128 plus the signal's number).
 //
 // With `--reachability-url http://host[:port]/path [--reachability-timeout SECONDS]
-// [--backend NAME]` it also follows the site's reachability (SiteReachability: an
+// [--backend NAME]` (or an `https://` URL, probed over TLS: SwitchyardTLS's TLSTransport
+// over the backend, verifying the certificate for the URL's host against the system's
+// trust store or `--reachability-ca PEM`) it also follows the site's reachability (SiteReachability: an
 // HTTP/1.1 HEAD over a Switchyard transport at start, on each change and while
 // unreachable), one line per state with a UTC timestamp; the word after
 // 'reachability:' is none, checking, reachable, unreachable or portal:
@@ -37,6 +39,7 @@ import Switchyard
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle
+import SwitchyardTLS
 import Synchronization
 
 @main
@@ -58,7 +61,7 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Stop after this many seconds.")
     var duration: Double?
 
-    @Option(name: .customLong("reachability-url"), help: "Also follow this site's reachability: an HTTP/1.1 HEAD to http://host[:port]/path (https is not supported yet), printed as 'reachability: STATE' lines.")
+    @Option(name: .customLong("reachability-url"), help: "Also follow this site's reachability: an HTTP/1.1 HEAD to http://host[:port]/path or https://host[:port]/path (over TLS, the certificate verified for the host), printed as 'reachability: STATE' lines.")
     var reachabilityURL: String?
 
     @Option(name: .customLong("reachability-timeout"), parsing: .unconditional, help: "Seconds one reachability probe may take (connect, request and answer).")
@@ -67,7 +70,23 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
     @Option(help: "The backend the reachability probe connects with (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")).")
     var backend: String?
 
+    @Option(name: .customLong("reachability-ca"), help: ArgumentHelp("With an https --reachability-url: trust only the CA certificates in this PEM file (default: the system's trust store).", valueName: "pem"))
+    var reachabilityCA: String?
+
     func validate() throws {
+        if let reachabilityCA {
+            guard let reachabilityURL, (try? ReachabilityURL(parsing: reachabilityURL))?.isSecure != false else {
+                throw ValidationError("--reachability-ca needs an https --reachability-url")
+            }
+            if access(reachabilityCA, R_OK) != 0 {
+                throw ValidationError("--reachability-ca \(reachabilityCA): cannot read it (\(String(cString: strerror(errno))))")
+            }
+            do {
+                _ = try TLSContext(configuration: .client(trustRoots: .pemFile(reachabilityCA)))
+            } catch {
+                throw ValidationError("--reachability-ca: \(error.message)")
+            }
+        }
         guard (0...60_000).contains(debounceMilliseconds) else {
             throw ValidationError("--debounce-ms \(debounceMilliseconds) is out of range: use 0...60000")
         }
@@ -120,8 +139,14 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
         if let reachabilityURL {
             let name = Backends.selectedName(explicit: backend)
             do {
-                let made = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: 1))
+                var made = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: 1))
                 transport = made
+                if try ReachabilityURL(parsing: reachabilityURL).isSecure {
+                    // https: TLS over the backend; the name verified is the URL's host.
+                    made = try TLSTransport(
+                        wrapping: made, client: .client(trustRoots: reachabilityCA.map { .pemFile($0) } ?? .system))
+                    transport = made
+                }
                 reachability = try SiteReachability(
                     configuration: SiteReachabilityConfiguration(
                         url: reachabilityURL, timeout: .milliseconds(Int64(reachabilityTimeout * 1000))),

@@ -5,6 +5,11 @@
 //                     [--host HOST] [--port PORT] [--id ID]
 //                     [--resume-state PATH] [--reconnect-timeout SECONDS]
 //                     [--follow-network] [--stall-timeout SECONDS]
+//                     [--tls [--tls-ca PEM] [--tls-server-name NAME]]
+//
+// With `--tls` the calls go over TLS (SwitchyardTLS's TLSTransport over the backend):
+// the server's certificate must lead to the system's trust store or `--tls-ca`, and name
+// `--tls-server-name` (else --host). Every resumed call makes a new TLS connection.
 //
 // One `Transfer` over a `Channel`: the file goes in chunks, the server acknowledges what
 // it synced, and a broken call is followed by a new one that resumes from the server's
@@ -45,6 +50,7 @@ import Switchyard
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle
+import SwitchyardTLS
 import SwitchyardTransfer
 import Synchronization
 
@@ -101,7 +107,41 @@ struct Send: AsyncParsableCommand {
     @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
     var stallTimeout: Double?
 
+    @Flag(help: "Speak TLS: verify the server's certificate (against the system's trust store, or --tls-ca) and its name (--tls-server-name, else --host).")
+    var tls = false
+
+    @Option(name: .customLong("tls-ca"), help: ArgumentHelp("With --tls: trust only the CA certificates in this PEM file.", valueName: "pem"))
+    var tlsCA: String?
+
+    @Option(name: .customLong("tls-server-name"), help: ArgumentHelp("With --tls: the name sent as SNI and checked against the server's certificate (default: --host).", valueName: "name"))
+    var tlsServerName: String?
+
+    /// The client's TLS configuration, with --tls.
+    var tlsConfiguration: TLSConfiguration? {
+        guard tls else { return nil }
+        return .client(trustRoots: tlsCA.map { .pemFile($0) } ?? .system, serverName: tlsServerName)
+    }
+
     func validate() throws {
+        if !tls {
+            for (flag, value) in [("--tls-ca", tlsCA), ("--tls-server-name", tlsServerName)] where value != nil {
+                throw ValidationError("\(flag) needs --tls")
+            }
+        }
+        if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
+            throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
+        }
+        if let tlsCA, access(tlsCA, R_OK) != 0 {
+            throw ValidationError("--tls-ca \(tlsCA): cannot read it (\(String(cString: strerror(errno))))")
+        }
+        if let tlsConfiguration {
+            // Loads the CA file now, so a bad one is a bad argument, named.
+            do {
+                _ = try TLSContext(configuration: tlsConfiguration)
+            } catch {
+                throw ValidationError("TLS: \(error.message)")
+            }
+        }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
         }
@@ -157,12 +197,23 @@ struct Send: AsyncParsableCommand {
 
     func run() async throws {
         let name = Backends.selectedName(explicit: backend)
-        let transport: any Transport
+        let base: any Transport
         do {
             let configuration = TransportConfiguration(stallTimeout: stallTimeout.map { .milliseconds(Int64($0 * 1000)) })
-            transport = try Backends.makeTransport(named: name, configuration: configuration)
+            base = try Backends.makeTransport(named: name, configuration: configuration)
         } catch {
             fail("cannot start backend '\(name)': \(error)")
+        }
+        let transport: any Transport
+        if let tlsConfiguration {
+            do {
+                transport = try TLSTransport(wrapping: base, client: tlsConfiguration)
+            } catch {
+                await base.shutdownNow()
+                fail("cannot set up TLS: \(error)")
+            }
+        } else {
+            transport = base
         }
         // With --follow-network a change of network ends the call at once (the channel's
         // rule); the transfer then resumes on a new call. Changes are told on stderr.

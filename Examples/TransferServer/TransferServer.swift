@@ -10,6 +10,10 @@
 // sender that lost its connection, or a restarted sender process, resumes from there,
 // and so does this server after a restart.
 //
+// With `--tls-cert PEM --tls-key PEM` it speaks TLS (SwitchyardTLS's TLSTransport over
+// the backend; the backend's name then ends in `+tls`); a failed handshake is reported on
+// standard error.
+//
 // Prints `transfer-server: listening on HOST:PORT (backend NAME)` once it accepts calls,
 // then `transfer-server: received ID (N bytes, sha256 HEX) -> PATH` for each finished
 // file. It runs as a swift-service-lifecycle `ServiceGroup`: SIGINT or SIGTERM stops it
@@ -24,6 +28,7 @@ import ServiceLifecycle
 import Switchyard
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
+import SwitchyardTLS
 import SwitchyardTransfer
 
 @main
@@ -63,7 +68,35 @@ struct TransferServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open transfers get to finish after SIGINT or SIGTERM; then they are ended (their senders resume later).")
     var gracePeriod = 2.0
 
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Speak TLS, presenting this certificate chain (a PEM file, leaf first); needs --tls-key.", valueName: "pem"))
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-cert (a PEM file, not encrypted).", valueName: "pem"))
+    var tlsKey: String?
+
+    /// The server's TLS configuration, when --tls-cert is given.
+    var tlsConfiguration: TLSConfiguration? {
+        guard let tlsCertificate, let tlsKey else { return nil }
+        return .server(certificateChainFile: tlsCertificate, privateKeyFile: tlsKey)
+    }
+
     func validate() throws {
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+        }
+        for (flag, file) in [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)] {
+            if let file, access(file, R_OK) != 0 {
+                throw ValidationError("\(flag) \(file): cannot read it (\(String(cString: strerror(errno))))")
+            }
+        }
+        if let tlsConfiguration {
+            // Loads the files now, so a bad one is a bad argument, named.
+            do {
+                _ = try TLSContext(configuration: tlsConfiguration)
+            } catch {
+                throw ValidationError("TLS: \(error.message)")
+            }
+        }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
         }
@@ -107,11 +140,24 @@ struct TransferServerCommand: AsyncParsableCommand {
             fail("cannot use --dir \(dir): \(error)")
         }
         let name = Backends.selectedName(explicit: backend)
-        let transport: any Transport
+        let base: any Transport
         do {
-            transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
+            base = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
         } catch {
             fail("cannot start backend '\(name)': \(error)")
+        }
+        let transport: any Transport
+        if let tlsConfiguration {
+            do {
+                transport = try TLSTransport(wrapping: base, server: tlsConfiguration) { error, peer in
+                    writeStandardError("transfer-server: TLS handshake with \(peer) failed: \(error)\n")
+                }
+            } catch {
+                await base.shutdownNow()
+                fail("cannot set up TLS: \(error)")
+            }
+        } else {
+            transport = base
         }
         let endpoint = Endpoint(host: host, port: port)
         let server: TransferServer

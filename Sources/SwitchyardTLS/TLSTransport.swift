@@ -124,3 +124,8 @@ public final class TLSTransport: Transport {
         await wrapped.shutdownNow()
     }
 }
+
+/// A TLS transport is a ``SecureTransport``: its connects verify the server as the
+/// endpoint's host (or ``TLSConfiguration/serverName`` when one is set), so
+/// `SiteReachability` probes `https` URLs through it.
+extension TLSTransport: SecureTransport {}

@@ -68,12 +68,19 @@ struct ConnectivityMonitorReachabilityTests {
         #expect(lines.last == "connectivity-monitor: stopped (SIGTERM)", "\(monitor.report)")
     }
 
-    @Test("An https URL is refused with a clear message")
-    func refusesHTTPS() async throws {
-        let monitor = try Subprocess(try Products.path("connectivity-monitor"), ["--reachability-url", "https://example.com/"])
-        defer { monitor.killIfRunning() }
-        let ending = await monitor.wait(timeout: .seconds(20))
-        #expect(ending == .exit(64), "\(monitor.report)")
-        #expect(monitor.stderr.contains("https is not supported"), "\(monitor.report)")
+    /// https is followed over TLS (TLSToolsReachabilityTests); a URL of another scheme,
+    /// and --reachability-ca without an https URL, are bad input.
+    @Test("A URL that is not http or https, and --reachability-ca for http, are refused with a clear message")
+    func refusesOtherSchemes() async throws {
+        for (arguments, mention) in [
+            (["--reachability-url", "ftp://example.com/"], "use http://host[:port]/path or https://"),
+            (["--reachability-url", "http://example.com/", "--reachability-ca", "/etc/hostname"], "--reachability-ca needs an https"),
+        ] {
+            let monitor = try Subprocess(try Products.path("connectivity-monitor"), arguments)
+            defer { monitor.killIfRunning() }
+            let ending = await monitor.wait(timeout: .seconds(20))
+            #expect(ending == .exit(64), "\(monitor.report)")
+            #expect(monitor.stderr.contains(mention), "\(monitor.report)")
+        }
     }
 }

@@ -1,11 +1,17 @@
-/// The URL a ``SiteReachability`` probes: `http://host[:port][/path][?query]`.
+/// The URL a ``SiteReachability`` probes: `http://host[:port][/path][?query]` or
+/// `https://...`.
 ///
-/// Parsed without Foundation. The scheme is `http` (any case); `https` is refused until
-/// Switchyard has TLS. The host is an IPv4 literal, an IPv6 literal in brackets
-/// (`http://[::1]:8080/`) or a host name; the port defaults to 80; the path to `/`. A
-/// fragment (`#...`) is dropped, as a client never sends it.
+/// Parsed without Foundation. The scheme is `http` or `https` (any case); an `https` URL
+/// is probed over a ``SecureTransport`` only (``SiteReachability`` refuses it over any
+/// other transport). The host is an IPv4 literal, an IPv6 literal in brackets
+/// (`http://[::1]:8080/`) or a host name; the port defaults to 80 (`https`: 443); the
+/// path to `/`. A fragment (`#...`) is dropped, as a client never sends it.
 public struct ReachabilityURL: Sendable, Hashable, CustomStringConvertible {
-    /// The host, without brackets for an IPv6 literal.
+    /// `"http"` or `"https"`, lowercased.
+    public let scheme: String
+    /// The host, without brackets for an IPv6 literal; for `https`, also the name the
+    /// server's certificate is verified against (and sent as SNI when it is not an IP
+    /// literal).
     public let host: String
     /// The TCP port, 1...65535.
     public let port: Int
@@ -16,18 +22,22 @@ public struct ReachabilityURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `text`.
     /// - Throws: `invalidArgument`, reason `invalid address`, saying what is wrong: not
-    ///   `http://`, `https://` (not supported until TLS), user information (`user@`), a
-    ///   malformed host or port, or a space or control byte in the path.
+    ///   `http://` or `https://`, user information (`user@`), a malformed host or port,
+    ///   or a space or control byte in the path.
     public init(parsing text: String) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .invalidArgument, reason: .invalidAddress, message: "'\(text)' is not a reachability URL: \(why)")
         }
         let lowered = text.lowercased()
+        let scheme: String
         if lowered.hasPrefix("https://") {
-            throw bad("https is not supported yet (Switchyard has no TLS); use an http:// URL")
+            scheme = "https"
+        } else if lowered.hasPrefix("http://") {
+            scheme = "http"
+        } else {
+            throw bad("use http://host[:port]/path or https://host[:port]/path")
         }
-        guard lowered.hasPrefix("http://") else { throw bad("use http://host[:port]/path") }
-        var rest = Substring(text.dropFirst("http://".count))
+        var rest = Substring(text.dropFirst(scheme.count + "://".count))
         if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
         let authority = rest[..<authorityEnd]
@@ -63,13 +73,14 @@ public struct ReachabilityURL: Sendable, Hashable, CustomStringConvertible {
                 throw bad(error.message)
             }
         }
-        var port = 80
+        var port = scheme == "https" ? 443 : 80
         if let portText {
             guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let value = Int(portText), (1...65535).contains(value)
             else { throw bad(portText.isEmpty ? "the port after ':' is missing" : "invalid port \"\(portText)\" (1...65535)") }
             port = value
         }
+        self.scheme = scheme
         self.host = String(host)
         self.port = port
         self.target = target
@@ -79,6 +90,9 @@ public struct ReachabilityURL: Sendable, Hashable, CustomStringConvertible {
     /// Where the probe connects.
     public var endpoint: Endpoint { Endpoint(host: host, port: port) }
 
-    /// `http://authority/target`.
-    public var description: String { "http://\(authority)\(target)" }
+    /// Whether the probe speaks TLS (`https`).
+    public var isSecure: Bool { scheme == "https" }
+
+    /// `scheme://authority/target`.
+    public var description: String { "\(scheme)://\(authority)\(target)" }
 }

@@ -43,7 +43,10 @@ import Synchronization
 ///   monitor reports while a probe runs *restarts* it: the running probe is cancelled
 ///   (its answer would describe the old path) and a new one starts once it has ended;
 ///   its cancelled answer is never reported.
-/// - **The probe** connects to the URL's host and port, writes one request
+/// - **The probe** connects to the URL's host and port (for `https`, through the
+///   ``SecureTransport`` given, so the handshake and the certificate's check for the
+///   host are part of the connect, and a failed one is `unreachable`, reason
+///   `connection failed`, with the verify result in the message), writes one request
 ///   (`HEAD <path> HTTP/1.1` with `Host`, `User-Agent`, `Accept` and
 ///   `Connection: close`), and reads the response head (``HTTPHeadResponseParser``: at
 ///   most 16 KiB, interim `1xx` heads skipped), then closes. The whole of it (name
@@ -97,12 +100,22 @@ public final class SiteReachability: Sendable {
     private let state = Mutex(State())
 
     /// Makes a reachability checker; nothing runs until ``start()``.
+    ///
+    /// An `https` URL needs a ``SecureTransport`` (such as SwitchyardTLS's `TLSTransport`
+    /// with a client configuration): the probe's connect then runs the TLS handshake,
+    /// verifying the certificate for the URL's host, and the `HEAD` travels encrypted.
     /// - Throws: `invalidArgument`, reason `invalid option`, for settings that
-    ///   ``SiteReachabilityConfiguration/validate()`` refuses.
+    ///   ``SiteReachabilityConfiguration/validate()`` refuses, and for an `https` URL
+    ///   with a transport that is not a ``SecureTransport`` (it would send plaintext).
     public init(
         configuration: SiteReachabilityConfiguration, monitor: any ConnectivityMonitor, transport: any Transport
     ) throws(TransportError) {
         try configuration.validate()
+        if configuration.url.isSecure, !(transport is any SecureTransport) {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "\(configuration.url) needs a TLS transport (a SecureTransport, such as SwitchyardTLS's TLSTransport); '\(transport.name)' would send plaintext")
+        }
         self.configuration = configuration
         self.monitor = monitor
         self.transport = transport

@@ -51,7 +51,7 @@ public struct SiteReachabilityConfiguration: Sendable, Hashable {
 
     /// Parses `url` (see ``ReachabilityURL``) and takes the rest as given.
     /// - Throws: `invalidArgument`, reason `invalid address`, for a URL that is not
-    ///   `http://host[:port]/path` (`https` is not supported until TLS).
+    ///   `http://host[:port]/path` or `https://host[:port]/path`.
     public init(
         url: String, timeout: Duration = .seconds(5), expectedStatuses: Set<Int> = Set(200...299),
         backoff: Backoff = Backoff(), userAgent: String = "Switchyard-SiteReachability/1"

@@ -9,6 +9,8 @@ struct SiteReachabilityConfigurationTests {
         ("http://10.0.0.1/a/b?c=d#frag", "10.0.0.1", 80, "/a/b?c=d", "10.0.0.1"),
         ("http://[::1]:8081?q", "::1", 8081, "/?q", "[::1]:8081"),
         ("http://[fe80::1]/", "fe80::1", 80, "/", "[fe80::1]"),
+        ("https://example.com/generate_204", "example.com", 443, "/generate_204", "example.com"),
+        ("HTTPS://[::1]:8443", "::1", 8443, "/", "[::1]:8443"),
     ])
     func parses(text: String, host: String, port: Int, target: String, authority: String) throws {
         let url = try ReachabilityURL(parsing: text)
@@ -20,8 +22,8 @@ struct SiteReachabilityConfigurationTests {
     }
 
     @Test("Bad URLs are invalidArgument, saying why", arguments: [
-        ("https://example.com/", "https is not supported"),
-        ("HTTPS://example.com/", "https is not supported"),
+        ("https://", "host is missing"),
+        ("HTTPS://user@example.com/", "user information"),
         ("ftp://example.com/", "http://"),
         ("example.com", "http://"),
         ("http://", "host is missing"),

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+/// transfer-server --tls-cert and transfer-client --tls: a file sent over TLS arrives
+/// whole, with the SHA-256 `sha256sum` computes; a client without --tls is turned away.
+@Suite("transfer tools over TLS", .serialized, .timeLimit(.minutes(3)))
+struct TLSTransferToolsTests {
+    @Test("transfer-client --tls sends a file whole to transfer-server --tls-cert", arguments: socketBackends)
+    func sendsWholeFile(backend: String) async throws {
+        let certificates = try TestCertificates.shared()
+        let work = try TemporaryFolder()
+        let file = work.path + "/secret.bin"
+        let size = 8 << 20
+        try writeRandomFile(file, size: size)
+        let dir = work.path + "/received"
+        let (server, port) = try await startTLSTransferServer(backend: backend, dir: dir, certificates: certificates)
+        defer { server.killIfRunning() }
+
+        let client = try Subprocess(
+            try Products.path("transfer-client"),
+            ["send", file, "--backend", backend, "--host", "localhost", "--port", String(port),
+             "--tls", "--tls-ca", certificates.path("ca.pem")],
+            name: "transfer-client(\(backend), tls)")
+        let ending = await client.wait(timeout: .seconds(90))
+        #expect(ending == .exit(0), "\(client.report)\n\(server.report)")
+        let sha256 = try await sha256sum(file)
+        let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
+        #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: sha256), "\(client.report)")
+        #expect(try await sha256sum(dir + "/secret.bin") == sha256, "the stored copy differs")
+        _ = try await server.waitForLine(containing: "transfer-server: received secret.bin (\(size) bytes, sha256 \(sha256))", timeout: .seconds(5))
+        await expectCleanStop(server)
+    }
+
+    @Test("transfer-client without --tls, or with a CA that did not sign the server, fails and sends nothing")
+    func refusedClients() async throws {
+        let certificates = try TestCertificates.shared()
+        let work = try TemporaryFolder()
+        let file = work.path + "/small.bin"
+        try writeRandomFile(file, size: 4096)
+        let dir = work.path + "/received"
+        let (server, port) = try await startTLSTransferServer(backend: "bsd", dir: dir, certificates: certificates)
+        defer { server.killIfRunning() }
+        for (extra, mention) in [
+            // Plaintext: the server closes each connection at its first bytes.
+            ([String](), "the last: unavailable (closed)"),
+            (["--tls", "--tls-ca", certificates.path("other-ca.pem")], "the last: unavailable (certificate): the peer's certificate did not verify"),
+        ] {
+            let client = try Subprocess(
+                try Products.path("transfer-client"),
+                ["send", file, "--port", String(port), "--reconnect-timeout", "1"] + extra, name: "transfer-client")
+            let ending = await client.wait(timeout: .seconds(60))
+            #expect(ending == .exit(1), "\(client.report)\n\(server.report)")
+            #expect(client.stderr.contains(mention), "\(client.report)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/small.bin"))
+        _ = try await server.waitForStandardError(containing: "transfer-server: TLS handshake with 127.0.0.1:")
+        await expectCleanStop(server)
+    }
+}
+
+/// Starts `transfer-server` with TLS on a free port and returns it with the port it printed.
+func startTLSTransferServer(backend: String, dir: String, certificates: TestCertificates) async throws -> (server: Subprocess, port: Int) {
+    let server = try Subprocess(
+        try Products.path("transfer-server"),
+        ["--dir", dir, "--backend", backend, "--host", "127.0.0.1", "--port", "0",
+         "--tls-cert", certificates.path("server.pem"), "--tls-key", certificates.path("server.key")],
+        name: "transfer-server(\(backend), tls)", hardTimeout: .seconds(150))
+    do {
+        let line = try await server.waitForLine(containing: "listening on")
+        guard line.hasPrefix("transfer-server: listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend)+tls)"),
+              let address = line.split(separator: " ").dropFirst(3).first,
+              let colon = address.lastIndex(of: ":"),
+              let port = Int(address[address.index(after: colon)...]), port > 0
+        else { throw SubprocessFailure("unexpected ready line: \(line)") }
+        return (server, port)
+    } catch {
+        server.killIfRunning()
+        throw error
+    }
+}
