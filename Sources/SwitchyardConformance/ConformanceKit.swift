@@ -8,7 +8,7 @@ import SwitchyardBackendKit
 /// The kit imports no test framework. A scenario throws a ``ConformanceFailure`` (or
 /// the runner wraps whatever else it threw); any harness can call
 /// ``run(_:client:server:configuration:)`` and report the error, or
-/// ``outcome(of:client:server:configuration:log:)`` for a value (passed, failed, skipped,
+/// ``outcome(of:client:server:tls:configuration:log:)`` for a value (passed, failed, skipped,
 /// with what the scenario measured). ``ConformanceRunner`` runs a selection of scenarios
 /// and pairs into a ``ConformanceReport``; the `switchyard-conformance` tool and
 /// `swift package conformance` print it.
@@ -228,6 +228,12 @@ public enum ConformanceKit {
         .networkSwitchEndsCallsOverIPv6,       // 62
         .linkLocalAddressKeepsScope,           // 63
         .callMetadata,                         // 64
+        .tlsWrongHostName,                     // 65
+        .tlsExpiredCertificate,                // 66
+        .tlsUntrustedCertificate,              // 67
+        .tlsMissingClientCertificate,          // 68
+        .tlsPlaintextClient,                   // 69
+        .tlsPlaintextServer,                   // 70
     ]
 
     /// The scenario named `name`, if any.
@@ -273,7 +279,9 @@ public enum ConformanceKit {
         _ scenario: ConformanceScenario, pair: ConformancePair,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2)
     ) async throws {
-        try await run(scenario, client: pair.client, server: pair.server, configuration: configuration)
+        let ended = await perform(scenario, client: pair.client, server: pair.server, tls: pair.tls, configuration: configuration, log: { print($0) })
+        if let failure = ended.failure { throw failure }
+        if let skip = ended.skip { throw skip }
     }
 
     /// Runs `scenario` with a fresh client transport from `client` and a fresh server
@@ -299,7 +307,7 @@ public enum ConformanceKit {
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
         log: @escaping @Sendable (String) -> Void = { print($0) }
     ) async -> ConformanceOutcome {
-        await outcome(of: scenario, client: pair.client, server: pair.server, configuration: configuration, log: log)
+        await outcome(of: scenario, client: pair.client, server: pair.server, tls: pair.tls, configuration: configuration, log: log)
     }
 
     /// Runs `scenario` exactly as ``run(_:client:server:configuration:)`` does (fresh
@@ -308,12 +316,13 @@ public enum ConformanceKit {
     ///
     /// - Parameter log: where the scenario's log lines (``ConformanceContext/log(_:)``)
     ///   and the run's last line (passed, FAILED, skipped) go; standard output by default.
+    /// - Parameter tls: for a pair of TLS backends, what the TLS scenarios need.
     public static func outcome(
-        of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
         log: @escaping @Sendable (String) -> Void = { print($0) }
     ) async -> ConformanceOutcome {
-        let ended = await perform(scenario, client: client, server: server, configuration: configuration, log: log)
+        let ended = await perform(scenario, client: client, server: server, tls: tls, configuration: configuration, log: log)
         var outcome = ConformanceOutcome(
             scenario: scenario.name, client: client.name, server: server.name, status: .passed,
             seconds: ended.elapsed.inSeconds, measurements: ended.measurements)
@@ -338,9 +347,9 @@ public enum ConformanceKit {
     }
 
     /// The run itself, shared by ``run(_:client:server:configuration:)`` and
-    /// ``outcome(of:client:server:configuration:log:)``.
+    /// ``outcome(of:client:server:tls:configuration:log:)``.
     static func perform(
-        _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil,
         configuration: TransportConfiguration, log: @escaping @Sendable (String) -> Void
     ) async -> Ended {
         let pair = "\(client.name)→\(server.name)"
@@ -374,7 +383,7 @@ public enum ConformanceKit {
             var context = ConformanceContext(
                 scenario: scenario.name, client: clientTransport, server: serverTransport,
                 clientBackend: client.name, serverBackend: server.name,
-                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
+                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration, tls: tls)
             context.logSink = log
             return context
         }()
