@@ -160,7 +160,36 @@ import SwitchyardBackendKit
 /// scenario that cannot run (no root, no IPv6, no TCP sockets) is reported skipped with
 /// its reason, never passed.
 ///
-/// **K**: TLS, UDP and traffic shaping are out of scope.
+/// **K**: UDP and traffic shaping are out of scope. TLS is in, as a layer over any
+/// backend (SwitchyardTLS): see the next section.
+///
+/// ## Over TLS
+///
+/// A pair of TLS backends (`TransportBackend.tls(wrapping:client:server:)` over each
+/// side: `bsd+tls→libuv+tls`, `memory+tls→memory+tls`, ...; the `SwitchyardConformanceTLS`
+/// module makes them, `switchyard-conformance --tls` and the kit's tests run them) runs
+/// every scenario: the byte-stream and call scenarios hold over TLS as they do without it,
+/// and network-namespace scenarios take `tcp+tls` for TCP. Clients check the name
+/// `localhost` against the test certificate, so a Unix-domain path or a namespace's
+/// address needs no name of its own. Where TLS changes what a scenario sees, it says so:
+/// - 11 (close with writes queued): the peer may end with `unavailable`/`truncated`
+///   instead of a clean end of stream: the close's `close_notify` would follow the records
+///   the close cancels, so TCP ends without it, and the TLS layer reports that.
+///
+/// Skipped over TLS, with the reason:
+/// - 56 (out of descriptors): its clients are raw sockets that echo plaintext on the wire
+///   (out of descriptors no Swift task may run, so no TLS client can); a TLS server turns
+///   them away with a failed handshake, which 69 covers.
+///
+/// The TLS scenarios (65–70) run only on TLS pairs (others skip them, saying so), with
+/// the certificates of ``ConformancePair/tls``, and end with docs/ERRORS.md's TLS table:
+/// 65, 66, 67 (a server certificate for another host, expired, from an untrusted CA:
+/// `unavailable`/`certificate` with OpenSSL's verify text, native domain `x509`; 67 also
+/// on the server's side); 68 (no client certificate where one is required:
+/// `unavailable`/`certificate` on both sides); 69 (a plaintext client: the server's
+/// handshake ends `unavailable`/`protocol violation`); 70 (a plaintext server: the
+/// client's connect ends `unavailable`/`protocol violation`). In each, the server that
+/// saw the failure then serves another client.
 public enum ConformanceKit {
     /// Every scenario, in a stable order.
     public static let scenarios: [ConformanceScenario] = [

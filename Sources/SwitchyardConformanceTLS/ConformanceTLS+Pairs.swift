@@ -64,9 +64,13 @@ extension ConformanceTLS {
         let tls = ConformanceTLS(certificateDirectory: certificateDirectory, clientBase: client, serverBase: server) { base, setup in
             try Self.backend(over: base, setup, certificateDirectory: certificateDirectory)
         }
+        // Both sides can connect and listen, as plaintext transports can (scenarios connect
+        // from the server's transport too, for example once it is shut down).
+        let clientSide = clientConfiguration(.init(), certificateDirectory)
+        let serverSide = serverConfiguration(.init(), certificateDirectory)
         return ConformancePair(
-            client: try .tls(wrapping: client, client: clientConfiguration(.init(), certificateDirectory), server: nil),
-            server: try .tls(wrapping: server, client: nil, server: serverConfiguration(.init(), certificateDirectory)),
+            client: try .tls(wrapping: client, client: clientSide, server: serverSide),
+            server: try .tls(wrapping: server, client: clientSide, server: serverSide),
             tls: tls)
     }
 
