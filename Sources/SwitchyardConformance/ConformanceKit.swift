@@ -175,6 +175,8 @@ import SwitchyardBackendKit
 /// - 11 (close with writes queued): the peer may end with `unavailable`/`truncated`
 ///   instead of a clean end of stream: the close's `close_notify` would follow the records
 ///   the close cancels, so TCP ends without it, and the TLS layer reports that.
+/// - 24–26, 29 on a network of socket paths (a reset is a close there): the call ends
+///   `unavailable`/`truncated` instead of `closed`: a reset sends no `close_notify`.
 ///
 /// Skipped over TLS, with the reason:
 /// - 56 (out of descriptors): its clients are raw sockets that echo plaintext on the wire
