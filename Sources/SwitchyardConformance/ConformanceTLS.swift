@@ -54,9 +54,13 @@ public struct ConformanceTLS: Sendable {
     /// Makes a TLS backend over a plaintext one, set up as asked.
     let wrap: @Sendable (TransportBackend, Setup) throws -> TransportBackend
 
-    /// - Parameter wrap: makes a TLS backend over the given plaintext backend whose
-    ///   clients and servers are set up as the ``Setup`` says, with the certificates of
-    ///   `certificateDirectory`; clients send and check the name `localhost`.
+    /// - Parameters:
+    ///   - certificateDirectory: the test certificates (see the type's documentation).
+    ///   - clientBase: the plaintext backend under the client's TLS.
+    ///   - serverBase: the plaintext backend under the server's TLS.
+    ///   - wrap: makes a TLS backend over the given plaintext backend whose clients and
+    ///     servers are set up as the ``Setup`` says, with the certificates of
+    ///     `certificateDirectory`; clients send and check the name `localhost`.
     public init(
         certificateDirectory: String, clientBase: TransportBackend, serverBase: TransportBackend,
         wrap: @escaping @Sendable (TransportBackend, Setup) throws -> TransportBackend
