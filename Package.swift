@@ -182,7 +182,7 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // TLS as a layer over any Connection and any Transport (memory BIOs: the wrapped
-        // backend keeps doing the I/O). Nothing else depends on it.
+        // backend keeps doing the I/O). Only SwitchyardConformanceTLS depends on it.
         .target(
             name: "SwitchyardTLS",
             dependencies: ["Switchyard", "CSwitchyardOpenSSL"],
@@ -194,11 +194,19 @@ let package = Package(
             dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
+        // The kit's TLS pairs (TransportBackend.tls over its backends) and the test
+        // certificates their TLS scenarios need. Apart from the kit, so that the kit does
+        // not need libssl-dev: only what runs TLS pairs (the tool, the kit's tests) does.
+        .target(
+            name: "SwitchyardConformanceTLS",
+            dependencies: ["Switchyard", "SwitchyardConformance", "SwitchyardTLS"],
+            swiftSettings: strict
+        ),
         // The kit's command-line runner: options in, report out; the logic is the kit's.
         .executableTarget(
             name: "switchyard-conformance",
             dependencies: [
-                "Switchyard", "SwitchyardConformance", "SwitchyardBackends",
+                "Switchyard", "SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -349,7 +357,7 @@ let package = Package(
         .testTarget(
             name: "SwitchyardConformanceTests",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardBackends",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardBackends",
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],
             swiftSettings: strict

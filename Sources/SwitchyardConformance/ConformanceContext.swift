@@ -24,6 +24,9 @@ public struct ConformanceContext: Sendable {
     public let serverTransportBackend: TransportBackend?
     /// The configuration the runner made ``client`` and ``server`` with.
     public let configuration: TransportConfiguration
+    /// For a pair of TLS backends, what the TLS scenarios need (``ConformancePair/tls``);
+    /// `nil` otherwise.
+    public let tls: ConformanceTLS?
     /// Where ``log(_:)`` writes its lines: standard output, unless the runner routes them
     /// elsewhere (a report written to standard output keeps them out of its way).
     var logSink: @Sendable (String) -> Void = { print($0) }
@@ -33,7 +36,7 @@ public struct ConformanceContext: Sendable {
     public init(
         scenario: String, client: any Transport, server: any Transport, clientBackend: String, serverBackend: String,
         clientTransportBackend: TransportBackend? = nil, serverTransportBackend: TransportBackend? = nil,
-        configuration: TransportConfiguration = TransportConfiguration()
+        configuration: TransportConfiguration = TransportConfiguration(), tls: ConformanceTLS? = nil
     ) {
         self.scenario = scenario
         self.client = client
@@ -43,6 +46,7 @@ public struct ConformanceContext: Sendable {
         self.clientTransportBackend = clientTransportBackend
         self.serverTransportBackend = serverTransportBackend
         self.configuration = configuration
+        self.tls = tls
     }
 
     /// `client→server`.

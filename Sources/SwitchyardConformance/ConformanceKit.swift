@@ -8,7 +8,7 @@ import SwitchyardBackendKit
 /// The kit imports no test framework. A scenario throws a ``ConformanceFailure`` (or
 /// the runner wraps whatever else it threw); any harness can call
 /// ``run(_:client:server:configuration:)`` and report the error, or
-/// ``outcome(of:client:server:configuration:log:)`` for a value (passed, failed, skipped,
+/// ``outcome(of:client:server:tls:configuration:log:)`` for a value (passed, failed, skipped,
 /// with what the scenario measured). ``ConformanceRunner`` runs a selection of scenarios
 /// and pairs into a ``ConformanceReport``; the `switchyard-conformance` tool and
 /// `swift package conformance` print it.
@@ -160,7 +160,38 @@ import SwitchyardBackendKit
 /// scenario that cannot run (no root, no IPv6, no TCP sockets) is reported skipped with
 /// its reason, never passed.
 ///
-/// **K**: TLS, UDP and traffic shaping are out of scope.
+/// **K**: UDP and traffic shaping are out of scope. TLS is in, as a layer over any
+/// backend (SwitchyardTLS): see the next section.
+///
+/// ## Over TLS
+///
+/// A pair of TLS backends (`TransportBackend.tls(wrapping:client:server:)` over each
+/// side: `bsd+tls→libuv+tls`, `memory+tls→memory+tls`, ...; the `SwitchyardConformanceTLS`
+/// module makes them, `switchyard-conformance --tls` and the kit's tests run them) runs
+/// every scenario: the byte-stream and call scenarios hold over TLS as they do without it,
+/// and network-namespace scenarios take `tcp+tls` for TCP. Clients check the name
+/// `localhost` against the test certificate, so a Unix-domain path or a namespace's
+/// address needs no name of its own. Where TLS changes what a scenario sees, it says so:
+/// - 11 (close with writes queued): the peer may end with `unavailable`/`truncated`
+///   instead of a clean end of stream: the close's `close_notify` would follow the records
+///   the close cancels, so TCP ends without it, and the TLS layer reports that.
+/// - 24–26, 29 on a network of socket paths (a reset is a close there): the call ends
+///   `unavailable`/`truncated` instead of `closed`: a reset sends no `close_notify`.
+///
+/// Skipped over TLS, with the reason:
+/// - 56 (out of descriptors): its clients are raw sockets that echo plaintext on the wire
+///   (out of descriptors no Swift task may run, so no TLS client can); a TLS server turns
+///   them away with a failed handshake, which 69 covers.
+///
+/// The TLS scenarios (65–70) run only on TLS pairs (others skip them, saying so), with
+/// the certificates of ``ConformancePair/tls``, and end with docs/ERRORS.md's TLS table:
+/// 65, 66, 67 (a server certificate for another host, expired, from an untrusted CA:
+/// `unavailable`/`certificate` with OpenSSL's verify text, native domain `x509`; 67 also
+/// on the server's side); 68 (no client certificate where one is required:
+/// `unavailable`/`certificate` on both sides); 69 (a plaintext client: the server's
+/// handshake ends `unavailable`/`protocol violation`); 70 (a plaintext server: the
+/// client's connect ends `unavailable`/`protocol violation`). In each, the server that
+/// saw the failure then serves another client.
 public enum ConformanceKit {
     /// Every scenario, in a stable order.
     public static let scenarios: [ConformanceScenario] = [
@@ -228,6 +259,12 @@ public enum ConformanceKit {
         .networkSwitchEndsCallsOverIPv6,       // 62
         .linkLocalAddressKeepsScope,           // 63
         .callMetadata,                         // 64
+        .tlsWrongHostName,                     // 65
+        .tlsExpiredCertificate,                // 66
+        .tlsUntrustedCertificate,              // 67
+        .tlsMissingClientCertificate,          // 68
+        .tlsPlaintextClient,                   // 69
+        .tlsPlaintextServer,                   // 70
     ]
 
     /// The scenario named `name`, if any.
@@ -273,7 +310,9 @@ public enum ConformanceKit {
         _ scenario: ConformanceScenario, pair: ConformancePair,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2)
     ) async throws {
-        try await run(scenario, client: pair.client, server: pair.server, configuration: configuration)
+        let ended = await perform(scenario, client: pair.client, server: pair.server, tls: pair.tls, configuration: configuration, log: { print($0) })
+        if let failure = ended.failure { throw failure }
+        if let skip = ended.skip { throw skip }
     }
 
     /// Runs `scenario` with a fresh client transport from `client` and a fresh server
@@ -299,7 +338,7 @@ public enum ConformanceKit {
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
         log: @escaping @Sendable (String) -> Void = { print($0) }
     ) async -> ConformanceOutcome {
-        await outcome(of: scenario, client: pair.client, server: pair.server, configuration: configuration, log: log)
+        await outcome(of: scenario, client: pair.client, server: pair.server, tls: pair.tls, configuration: configuration, log: log)
     }
 
     /// Runs `scenario` exactly as ``run(_:client:server:configuration:)`` does (fresh
@@ -308,12 +347,13 @@ public enum ConformanceKit {
     ///
     /// - Parameter log: where the scenario's log lines (``ConformanceContext/log(_:)``)
     ///   and the run's last line (passed, FAILED, skipped) go; standard output by default.
+    /// - Parameter tls: for a pair of TLS backends, what the TLS scenarios need.
     public static func outcome(
-        of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),
         log: @escaping @Sendable (String) -> Void = { print($0) }
     ) async -> ConformanceOutcome {
-        let ended = await perform(scenario, client: client, server: server, configuration: configuration, log: log)
+        let ended = await perform(scenario, client: client, server: server, tls: tls, configuration: configuration, log: log)
         var outcome = ConformanceOutcome(
             scenario: scenario.name, client: client.name, server: server.name, status: .passed,
             seconds: ended.elapsed.inSeconds, measurements: ended.measurements)
@@ -338,9 +378,9 @@ public enum ConformanceKit {
     }
 
     /// The run itself, shared by ``run(_:client:server:configuration:)`` and
-    /// ``outcome(of:client:server:configuration:log:)``.
+    /// ``outcome(of:client:server:tls:configuration:log:)``.
     static func perform(
-        _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend,
+        _ scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil,
         configuration: TransportConfiguration, log: @escaping @Sendable (String) -> Void
     ) async -> Ended {
         let pair = "\(client.name)→\(server.name)"
@@ -374,7 +414,7 @@ public enum ConformanceKit {
             var context = ConformanceContext(
                 scenario: scenario.name, client: clientTransport, server: serverTransport,
                 clientBackend: client.name, serverBackend: server.name,
-                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration)
+                clientTransportBackend: client, serverTransportBackend: server, configuration: configuration, tls: tls)
             context.logSink = log
             return context
         }()

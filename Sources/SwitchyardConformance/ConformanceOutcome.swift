@@ -2,7 +2,7 @@
 /// (with the reason and the kit's file and line), or skipped (with the reason), with the
 /// time it took and what it measured.
 ///
-/// ``ConformanceKit/outcome(of:client:server:configuration:log:)`` returns it where
+/// ``ConformanceKit/outcome(of:client:server:tls:configuration:log:)`` returns it where
 /// ``ConformanceKit/run(_:client:server:configuration:)`` throws; a report is made of them.
 public struct ConformanceOutcome: Sendable, Hashable, Codable, CustomStringConvertible {
     /// How a run ended: extensible, encoded as its raw string.

@@ -6,10 +6,14 @@ public struct ConformancePair: Sendable, CustomStringConvertible {
     public var client: TransportBackend
     /// The backend the server transport is made from.
     public var server: TransportBackend
+    /// For a pair of TLS backends: the certificates and the plaintext backends under them,
+    /// which the TLS scenarios need (they skip a pair without it).
+    public var tls: ConformanceTLS?
 
-    public init(client: TransportBackend, server: TransportBackend) {
+    public init(client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil) {
         self.client = client
         self.server = server
+        self.tls = tls
     }
 
     /// `client→server`, for example `bsd→memory`.

@@ -2,7 +2,7 @@
 // report, one row per scenario and one column per pair.
 //
 //     switchyard-conformance [--backend NAME]... [--pair CLIENT:SERVER]... [--backend-library PATH]...
-//                            [--scenario N|N-M|NAME]... [--list] [--json PATH|-] [--verbose]
+//                            [--tls] [--scenario N|N-M|NAME]... [--list] [--json PATH|-] [--verbose]
 //
 // Exit status: 0 when no scenario failed (skips are not failures), 1 when one failed, 2
 // for bad arguments. `swift package conformance` (Plugins/SwitchyardConformancePlugin)
@@ -14,6 +14,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardConformance
+import SwitchyardConformanceTLS
 
 struct ConformanceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,9 +37,12 @@ struct ConformanceCommand: ParsableCommand {
     var backends: [String] = []
 
     @Option(name: .customLong("pair"), help: ArgumentHelp(
-        "A client and a server backend to run (repeatable), in addition to --backend's pairs.",
+        "A client and a server backend to run (repeatable), in addition to --backend's pairs. 'bsd+tls:libuv+tls' runs TLS over the pair.",
         valueName: "client:server"))
     var pairs: [String] = []
+
+    @Flag(help: "Run the selected pairs with TLS over both sides (bsd+tls→libuv+tls, ...), with throwaway certificates made by scripts/make-test-certs (needs the openssl tool), instead of plaintext. The TLS scenarios run only on TLS pairs.")
+    var tls = false
 
     // Unconditional: `--scenario -3` is a bad selector to name, not a missing value.
     @Option(name: .customLong("scenario"), parsing: .unconditionalSingleValue, help: ArgumentHelp(
@@ -71,8 +75,33 @@ struct ConformanceCommand: ParsableCommand {
             return 2
         }
         let runner: ConformanceRunner
+        // The TLS test certificates, made once when a TLS pair needs them, removed at the end.
+        var certificates: String?
+        defer { certificates.map(ConformanceTLS.removeTestCertificates) }
         do {
-            runner = try ConformanceRunner(registry: registry, backends: backends, pairs: pairs, scenarios: scenarios)
+            let certificateDirectory = { () throws(ConformanceSelectionError) -> String in
+                if let certificates { return certificates }
+                let made = try ConformanceTLS.makeTestCertificates()
+                certificates = made
+                return made
+            }
+            let (tlsPairs, plainPairs) = try ConformanceTLS.selectPairs(registry: registry, pairs: pairs, certificateDirectory: certificateDirectory)
+            var selected: [ConformancePair] = []
+            if !(tlsPairs.count > 0 && backends.isEmpty && plainPairs.isEmpty) {
+                selected = try ConformanceRunner.selectPairs(registry: registry, backends: backends, pairs: plainPairs)
+            }
+            if tls {
+                let directory = try certificateDirectory()
+                selected = try selected.map { plain throws(ConformanceSelectionError) in
+                    do {
+                        return try ConformanceTLS.pair(client: plain.client, server: plain.server, certificateDirectory: directory)
+                    } catch {
+                        throw ConformanceSelectionError("--tls over \(plain): \(error)")
+                    }
+                }
+            }
+            for pair in tlsPairs where !selected.contains(where: { $0.description == pair.description }) { selected.append(pair) }
+            runner = ConformanceRunner(pairs: selected, scenarios: try ConformanceRunner.selectScenarios(scenarios))
         } catch {
             Output.standardError.write("switchyard-conformance: error: \(error.message)\n")
             return 2

@@ -2,6 +2,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardConformance
+import SwitchyardConformanceTLS
 import Testing
 
 /// One backend pairing, named `client→server` in test reports.
@@ -17,6 +18,33 @@ struct BackendPairArgument: Sendable, Hashable, Codable, CustomTestStringConvert
             BackendPairArgument(client: $0.client.name, server: $0.server.name)
         }
     }
+}
+
+/// One TLS pairing: TLS over a backend pairing, named `bsd+tls→libuv+tls` in reports.
+struct TLSPairArgument: Sendable, Hashable, Codable, CustomTestStringConvertible {
+    /// The plaintext backends under the TLS ones.
+    var client: String
+    var server: String
+
+    var testDescription: String { "\(client)+tls→\(server)+tls" }
+
+    /// TLS over every pairing the kit runs over the registered backends.
+    static var all: [TLSPairArgument] {
+        BackendPairArgument.all.map { TLSPairArgument(client: $0.client, server: $0.server) }
+    }
+
+    /// The pair, with the test certificates (made once per process).
+    func pair() throws -> ConformancePair {
+        try ConformanceTLS.pair(
+            client: Backends.registry.backend(named: client), server: Backends.registry.backend(named: server),
+            certificateDirectory: try testCertificates.get())
+    }
+}
+
+/// The TLS test certificates, made once per test process (scripts/make-test-certs into a
+/// temporary directory: no key is committed).
+let testCertificates: Result<String, ConformanceSelectionError> = Result { () throws(ConformanceSelectionError) in
+    try ConformanceTLS.makeTestCertificates()
 }
 
 /// The scenarios the conformance test runs: every one, or those that
@@ -61,6 +89,23 @@ struct ConformanceTests {
             // records a cancelled test case but its console output still counts the case
             // as passed (only a cancelled whole test shows), so a warning says it too:
             // "recorded a warning … skipped: reason", and the run ends "with N warnings".
+            Issue.record("skipped: \(skip.reason)", severity: .warning)
+            try Test.cancel("skipped: \(skip.reason)")
+        }
+    }
+
+    @Test(
+        "Every TLS pairing (TLS over every backend pairing) passes every conformance scenario",
+        arguments: selectedScenarioNames, TLSPairArgument.all
+    )
+    func scenarioOverTLS(_ name: String, pair: TLSPairArgument) async throws {
+        let scenario = try #require(ConformanceKit.scenario(named: name))
+        let tlsPair = try pair.pair()
+        do {
+            try await ConformanceKit.run(scenario, pair: tlsPair)
+        } catch let failure as ConformanceFailure {
+            Issue.record("\(failure)")
+        } catch let skip as ConformanceSkip {
             Issue.record("skipped: \(skip.reason)", severity: .warning)
             try Test.cancel("skipped: \(skip.reason)")
         }

@@ -203,8 +203,13 @@ extension ConformanceContext {
     /// Fails unless `status` is the error with this code and reason.
     /// The reason a call ends with, `unavailable`, when the peer resets its connection:
     /// `reset`; on a network of socket paths, where a reset is a close (see
-    /// ``listensOnPaths``), `closed` (the connection ended before the status).
-    var peerResetReason: TransportError.Reason { listensOnPaths ? .closed : .reset }
+    /// ``listensOnPaths``), `closed` (the connection ended before the status); and on
+    /// such a network under TLS, `truncated` (a reset sends no `close_notify`, so the
+    /// close that the reset is ends the stream without it, and the TLS layer says so).
+    var peerResetReason: TransportError.Reason {
+        guard listensOnPaths else { return .reset }
+        return serverTransportBackend?.speaksTLS == true ? .truncated : .closed
+    }
 
     func expectStatus(
         _ status: CallStatus, code: TransportError.Code, reason: TransportError.Reason, _ what: String,

@@ -57,7 +57,7 @@ extension ConformanceScenario {
         guard let clientBackend = context.clientTransportBackend, let serverBackend = context.serverTransportBackend else {
             try context.skip("the runner did not say which backends to make transports of")
         }
-        guard clientBackend.network == "tcp" && serverBackend.network == "tcp" else {
+        guard clientBackend.travelsOverTCP && serverBackend.travelsOverTCP else {
             try context.skip("\(context.pair) has no TCP sockets to put in a network namespace")
         }
         if let reason = FaultNetwork.unavailableReason { try context.skip("\(reason) (a network namespace and nft)") }

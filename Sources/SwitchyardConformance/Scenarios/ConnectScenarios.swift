@@ -54,7 +54,7 @@ extension ConformanceScenario {
         // stream, not an error (E1's second half: a normal close gives none). The close
         // releases the descriptor at once (the contract): under 100 ms, where there is
         // one to see (a TCP socket of this process).
-        let socket = context.clientTransportBackend?.network == "tcp"
+        let socket = context.clientTransportBackend?.travelsOverTCP == true
             ? SocketDescriptors.establishedInode(localPort: client.localAddress.port, remotePort: client.remoteAddress.port)
             : nil
         let closing = ContinuousClock.now
@@ -84,7 +84,7 @@ extension ConformanceScenario {
 
         // A wildcard listener: an accepted connection names the address it was reached
         // on, not the listener's 0.0.0.0.
-        if context.serverTransportBackend?.network == "tcp" {
+        if context.serverTransportBackend?.travelsOverTCP == true {
             let wildcard = try await context.listen(host: "0.0.0.0")
             defer { wildcard.close() }
             let port = wildcard.localAddress.port

@@ -150,7 +150,7 @@ extension ConformanceContext {
         guard let clientBackend = clientTransportBackend, let serverBackend = serverTransportBackend else {
             try skip("the runner did not say which backends to make transports of")
         }
-        guard clientBackend.network == "tcp" && serverBackend.network == "tcp" else {
+        guard clientBackend.travelsOverTCP && serverBackend.travelsOverTCP else {
             try skip("\(pair) has no TCP sockets to put in network namespaces")
         }
         if let reason = FaultNetwork.unavailableReason {
