@@ -149,18 +149,9 @@ struct EchoClient: AsyncParsableCommand {
         if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
             throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
         }
-        for (flag, file) in [("--tls-ca", tlsCA), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)] {
-            if let file, access(file, R_OK) != 0 {
-                throw ValidationError("\(flag) \(file): cannot read it (\(String(cString: strerror(errno))))")
-            }
-        }
-        if let tlsConfiguration {
-            // Loads the files now, so a missing or bad one is a bad argument, named.
-            do {
-                _ = try TLSContext(configuration: tlsConfiguration)
-            } catch {
-                throw ValidationError("TLS: \(error.message)")
-            }
+        // A missing or bad PEM file is a bad argument, named.
+        if let problem = TLSConfiguration.problem(withFiles: [("--tls-ca", tlsCA), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)], loading: tlsConfiguration) {
+            throw ValidationError(problem)
         }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")

@@ -133,18 +133,9 @@ struct EchoServer: AsyncParsableCommand {
         if tlsClientCA != nil, tlsCertificate == nil {
             throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
         }
-        for (flag, file) in [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey), ("--tls-client-ca", tlsClientCA)] {
-            if let file, access(file, R_OK) != 0 {
-                throw ValidationError("\(flag) \(file): cannot read it (\(String(cString: strerror(errno))))")
-            }
-        }
-        if let tlsConfiguration {
-            // Loads the files now, so a missing or bad one is a bad argument, named.
-            do {
-                _ = try TLSContext(configuration: tlsConfiguration)
-            } catch {
-                throw ValidationError("TLS: \(error.message)")
-            }
+        // A missing or bad PEM file is a bad argument, named.
+        if let problem = TLSConfiguration.problem(withFiles: [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey), ("--tls-client-ca", tlsClientCA)], loading: tlsConfiguration) {
+            throw ValidationError(problem)
         }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")

@@ -131,16 +131,9 @@ struct Send: AsyncParsableCommand {
         if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
             throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
         }
-        if let tlsCA, access(tlsCA, R_OK) != 0 {
-            throw ValidationError("--tls-ca \(tlsCA): cannot read it (\(String(cString: strerror(errno))))")
-        }
-        if let tlsConfiguration {
-            // Loads the CA file now, so a bad one is a bad argument, named.
-            do {
-                _ = try TLSContext(configuration: tlsConfiguration)
-            } catch {
-                throw ValidationError("TLS: \(error.message)")
-            }
+        // A missing or bad CA file is a bad argument, named.
+        if let problem = TLSConfiguration.problem(withFiles: [("--tls-ca", tlsCA)], loading: tlsConfiguration) {
+            throw ValidationError(problem)
         }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
