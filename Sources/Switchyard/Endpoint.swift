@@ -195,7 +195,7 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
                 throw bad("invalid host name \"\(host)\": the label \"\(label.prefix(20))...\" is \(label.utf8.count) bytes long; a label is at most 63")
             }
             if let wrong = label.unicodeScalars.first(where: { !Endpoint.isHostNameScalar($0) }) {
-                throw bad("invalid host name \"\(host)\": it holds \(Endpoint.describe(wrong)); a host name holds letters, digits, '-', '_' and dots")
+                throw bad("invalid host name \"\(host)\": it holds \(wrong.shownInMessage); a host name holds letters, digits, '-', '_' and dots")
             }
         }
     }
@@ -207,15 +207,6 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// A character as an error message shows it: `'!'`, or `U+0020 (a space)` for what
-    /// does not print.
-    private static func describe(_ scalar: Unicode.Scalar) -> String {
-        let hex = String(scalar.value, radix: 16, uppercase: true)
-        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-        if scalar.value == 0x20 { return "a space (\(code))" }
-        if scalar.value < 0x20 || scalar.value == 0x7f { return "a control character (\(code))" }
-        return "'\(Character(scalar))' (\(code))"
-    }
 
     /// Checks that `path` fits a Unix-domain socket address: not empty, no NUL byte, at
     /// most ``maximumPathLength`` UTF-8 bytes.

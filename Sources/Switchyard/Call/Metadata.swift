@@ -139,7 +139,7 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
     static func problem(key: String) -> String? {
         if key.isEmpty { return "it is empty" }
         for scalar in key.unicodeScalars where !isKeyScalar(scalar) {
-            return "it holds \(describe(scalar)); a key is ASCII letters, digits, '-', '_' and '.'"
+            return "it holds \(scalar.shownInMessage); a key is ASCII letters, digits, '-', '_' and '.'"
         }
         if key.utf8.count > maximumKeyLength { return "it is \(key.utf8.count) bytes long; a key has at most \(maximumKeyLength)" }
         return nil
@@ -165,7 +165,7 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
                 return "a string value \(quoted(string)) for the key \(quoted(key)): keys that end in \"-bin\" hold binary values"
             }
             if let bad = string.unicodeScalars.first(where: isControl) {
-                return "the value \(quoted(string)) of the key \(quoted(key)) holds \(describe(bad)); values hold no control characters"
+                return "the value \(quoted(string)) of the key \(quoted(key)) holds \(bad.shownInMessage); values hold no control characters"
             }
         }
         return nil
@@ -175,7 +175,7 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
     /// two bytes on the wire), no control characters.
     static func problem(method: String) -> String? {
         if let bad = method.unicodeScalars.first(where: isControl) {
-            return "the method name \(quoted(method)) holds \(describe(bad)); a method name holds no control characters"
+            return "the method name \(quoted(method)) holds \(bad.shownInMessage); a method name holds no control characters"
         }
         if method.utf8.count > Int(UInt16.max) {
             return "the method name is \(method.utf8.count) bytes long; it has at most \(UInt16.max)"
@@ -204,14 +204,6 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
         return "\"" + shown.unicodeScalars.map { isControl($0) ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined() + "\""
     }
 
-    /// A character as an error message shows it: `'!'`, or `U+0020 (a space)`.
-    static func describe(_ scalar: Unicode.Scalar) -> String {
-        let hex = String(scalar.value, radix: 16, uppercase: true)
-        let code = "U+" + String(repeating: "0", count: Swift.max(0, 4 - hex.count)) + hex
-        if scalar.value == 0x20 { return "a space (\(code))" }
-        if scalar.value < 0x20 || scalar.value == 0x7f { return "a control character (\(code))" }
-        return "'\(Character(scalar))' (\(code))"
-    }
 }
 
 extension TransportError.Reason {
