@@ -147,6 +147,13 @@ public final class Call: @unchecked Sendable {
         let adapter = Adapter(call: self)
         self.adapter = adapter
         onLoop {
+            if self.ended, let status = self.status {
+                // Ended before it started: the channel holds a call from before its start,
+                // so a cancel or a terminate (another call's connection broke, the network
+                // changed) can reach it first. Its handler still hears why, once.
+                self.eventLoop.execute { handler.call(self, didCloseWith: status) }
+                return
+            }
             self.handler = handler
             self.connection.setHandler(adapter)
             self.started = true
