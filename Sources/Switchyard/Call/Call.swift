@@ -300,6 +300,8 @@ public final class Call: @unchecked Sendable {
     }
 
     /// Client: no more messages will be sent (a TCP half-close after queued messages).
+    /// `completion` runs once the half-close is in the kernel, or without an error when
+    /// the call ends with status OK first (the server answered).
     public func finishSending(completion: WriteCompletion? = nil) {
         precondition(role == .client, "finishSending() is for client calls; a server ends with finish(_:) (a programming error)")
         onLoop {
@@ -312,8 +314,19 @@ public final class Call: @unchecked Sendable {
                 self.connection.shutdownOutput(completion: nil)
                 return
             }
-            self.connection.shutdownOutput { error in completion(self.failure(error)) }
+            self.connection.shutdownOutput { error in completion(self.halfCloseFailure(error)) }
         }
+    }
+
+    /// What a half-close's completion reports. The server's status can arrive before the
+    /// half-close completes: over TLS the server reads the close_notify record, and
+    /// answers, before the FIN is out, and libuv reports its shutdown a loop turn later.
+    /// The call then closes its connection, which cuts the half-close short (`cancelled`,
+    /// `closed`). A call that ended with status OK was answered: its half-close did its
+    /// work, so it completes without an error.
+    private func halfCloseFailure(_ error: TransportError?) -> TransportError? {
+        if let error, error.code == .cancelled, error.reason == .closed, status?.isOK == true { return nil }
+        return failure(error)
     }
 
     /// Server: ends the call with `status` (a trailer frame, then a half-close). The
