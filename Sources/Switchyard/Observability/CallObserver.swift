@@ -39,7 +39,7 @@ public final class CallObserver: Sendable {
             var metadata: Logger.Metadata = [
                 "switchyard.call.role": .string(role), "switchyard.call.status": .string(code),
                 "switchyard.peer": "\(call.connection.remoteAddress)",
-                "switchyard.connection_id": .string(String(UInt(bitPattern: ObjectIdentifier(call.connection).hashValue), radix: 16)),
+                "switchyard.connection_id": .string(ConnectionLogID.of(call.connection)),
             ]
             if let error = status.error {
                 metadata["switchyard.reason"] = .string(error.reason.name)

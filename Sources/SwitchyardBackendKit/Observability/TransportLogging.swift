@@ -53,7 +53,7 @@ public enum TransportLogging {
 
     /// `switchyard.connection_id` for `connection`.
     public static func connectionID(_ connection: some AnyObject) -> String {
-        String(UInt(bitPattern: ObjectIdentifier(connection).hashValue), radix: 16)
+        ConnectionLogID.of(connection)
     }
 
     /// The metadata every line about `connection` carries.
