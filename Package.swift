@@ -222,9 +222,21 @@ let package = Package(
             ),
             dependencies: ["switchyard-conformance"]
         ),
+        // What the example tools share: the backend and TLS options (`@OptionGroup`s), and
+        // how they say an error and fail.
+        .target(
+            name: "ToolSupport",
+            dependencies: [
+                "Switchyard", "SwitchyardBackends", "SwitchyardTLS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ToolSupport",
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "echo-server",
             dependencies: [
+                "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -236,6 +248,7 @@ let package = Package(
         .executableTarget(
             name: "echo-client",
             dependencies: [
+                "ToolSupport",
                 "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -257,6 +270,7 @@ let package = Package(
         .executableTarget(
             name: "transfer-server",
             dependencies: [
+                "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -268,6 +282,7 @@ let package = Package(
         .executableTarget(
             name: "transfer-client",
             dependencies: [
+                "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
                 "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -38,6 +38,7 @@ import Switchyard
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardTLS
+import ToolSupport
 import Synchronization
 
 @main
@@ -65,15 +66,7 @@ struct EchoClient: AsyncParsableCommand {
 
     static let maximumSize = 64 * 1024 * 1024
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
-    var backend: String?
-
-    @Option(
-        name: .customLong("backend-library"),
-        help: ArgumentHelp(
-            Backends.libraryOptionHelp,
-            valueName: "path"))
-    var backendLibraries: [String] = []
+    @OptionGroup var backendOptions: BackendOptions
 
     @Option(help: "The echo server's host.")
     var host = "127.0.0.1"
@@ -114,45 +107,9 @@ struct EchoClient: AsyncParsableCommand {
     @Flag(help: "Print the report as one JSON object on standard output, for machines (its fields: above).")
     var json = false
 
-    @Flag(help: "Speak TLS: verify the server's certificate (against the system's trust store, or --tls-ca) and its name (--tls-server-name, else --host).")
-    var tls = false
-
-    @Option(name: .customLong("tls-ca"), help: ArgumentHelp("With --tls: trust only the CA certificates in this PEM file.", valueName: "pem"))
-    var tlsCA: String?
-
-    @Option(name: .customLong("tls-server-name"), help: ArgumentHelp("With --tls: the name sent as SNI and checked against the server's certificate (default: --host).", valueName: "name"))
-    var tlsServerName: String?
-
-    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("With --tls: a client certificate chain (PEM) for a server that asks for one; needs --tls-key.", valueName: "pem"))
-    var tlsCertificate: String?
-
-    @Option(name: .customLong("tls-key"), help: ArgumentHelp("With --tls: the private key of --tls-cert (PEM, not encrypted).", valueName: "pem"))
-    var tlsKey: String?
-
-    /// The client's TLS configuration, with --tls.
-    var tlsConfiguration: TLSConfiguration? {
-        guard tls else { return nil }
-        return .client(
-            trustRoots: tlsCA.map { .pemFile($0) } ?? .system, serverName: tlsServerName,
-            certificateChainFile: tlsCertificate, privateKeyFile: tlsKey)
-    }
+    @OptionGroup var tlsOptions: TLSClientOptions
 
     func validate() throws {
-        if !tls {
-            for (flag, value) in [("--tls-ca", tlsCA), ("--tls-server-name", tlsServerName), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)] where value != nil {
-                throw ValidationError("\(flag) needs --tls")
-            }
-        }
-        if (tlsCertificate == nil) != (tlsKey == nil) {
-            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
-        }
-        if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
-            throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
-        }
-        // A missing or bad PEM file is a bad argument, named.
-        if let problem = TLSConfiguration.problem(withFiles: [("--tls-ca", tlsCA), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)], loading: tlsConfiguration) {
-            throw ValidationError(problem)
-        }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
         }
@@ -195,33 +152,12 @@ struct EchoClient: AsyncParsableCommand {
         guard connectTimeout > 0, connectTimeout <= 3600 else {
             throw ValidationError("--connect-timeout \(connectTimeout) is out of range: use a number of seconds in (0, 3600]")
         }
-        do {
-            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 
     func run() async throws {
         reportsJSON.store(json, ordering: .relaxed)
-        let name = Backends.selectedName(explicit: backend)
-        let base: any Transport
-        do {
-            base = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
-        } catch {
-            fail("cannot start backend '\(name)': \(error)")
-        }
-        let transport: any Transport
-        if let tlsConfiguration {
-            do {
-                transport = try TLSTransport(wrapping: base, client: tlsConfiguration)
-            } catch {
-                await base.shutdownNow()
-                fail("cannot set up TLS: \(error)")
-            }
-        } else {
-            transport = base
-        }
+        let base = backendOptions.makeTransport(configuration: TransportConfiguration(eventLoopCount: eventLoops), tool: "echo-client")
+        let transport = await tlsOptions.wrap(base, tool: "echo-client")
         // The report names the backend; TLS is a field of its own.
         let backendName = base.name
 
@@ -314,7 +250,7 @@ struct EchoClient: AsyncParsableCommand {
     /// Without --tls, a hint for a server that closed before echoing anything: a TLS
     /// server does so when the first bytes are not a TLS handshake.
     private func plaintextHint(_ error: any Error) -> String {
-        guard !tls, let failure = error as? EchoFailure, failure.message == 0 || failure.message == nil,
+        guard !tlsOptions.tls, let failure = error as? EchoFailure, failure.message == 0 || failure.message == nil,
             let reason = failure.error?.reason, reason == .closed || reason == .reset
         else { return "" }
         return " (the server closed before echoing anything: if it speaks TLS, add --tls)"
@@ -326,7 +262,7 @@ struct EchoClient: AsyncParsableCommand {
             ok: failure == nil, failure: failure, backend: name, mode: mode, flowControl: flowControl,
             endpoint: "\(endpoint)", connections: concurrency, messagesPerConnection: count, messageSize: size,
             messages: statistics.messages, seconds: elapsed.seconds, latency: LatencySummary(statistics.merged()),
-            errors: statistics.errors, reconnects: reconnect ? reconnectCount.load(ordering: .relaxed) : nil, tls: tls)
+            errors: statistics.errors, reconnects: reconnect ? reconnectCount.load(ordering: .relaxed) : nil, tls: tlsOptions.tls)
     }
 }
 
@@ -626,18 +562,7 @@ func fail(_ message: String) -> Never {
 }
 
 /// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
-func writeStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-}
+func writeStandardError(_ text: String) { ToolOutput.writeStandardError(text) }
 
 /// Wall-clock time of day, for the lines --reconnect prints.
 func timestamp() -> String {

@@ -54,6 +54,7 @@ import SwitchyardBackendKit
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
 import SwitchyardTLS
+import ToolSupport
 import Synchronization
 
 @main
@@ -71,15 +72,7 @@ struct EchoServer: AsyncParsableCommand {
             'suspended'; SIGCONT resumes it on the same port and prints 'resumed'.
             """)
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
-    var backend: String?
-
-    @Option(
-        name: .customLong("backend-library"),
-        help: ArgumentHelp(
-            Backends.libraryOptionHelp,
-            valueName: "path"))
-    var backendLibraries: [String] = []
+    @OptionGroup var backendOptions: BackendOptions
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -108,35 +101,9 @@ struct EchoServer: AsyncParsableCommand {
     @Flag(name: .customLong("stop-after-suspend"), help: "After suspending on SIGTSTP, stop the process (SIGSTOP) until SIGCONT, as job control expects.")
     var stopAfterSuspend = false
 
-    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Speak TLS, presenting this certificate chain (a PEM file, leaf first); needs --tls-key.", valueName: "pem"))
-    var tlsCertificate: String?
-
-    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-cert (a PEM file, not encrypted).", valueName: "pem"))
-    var tlsKey: String?
-
-    @Option(name: .customLong("tls-client-ca"), help: ArgumentHelp("With --tls-cert: require a client certificate that leads to a CA in this PEM file (mutual TLS).", valueName: "pem"))
-    var tlsClientCA: String?
-
-    /// The server's TLS configuration, when --tls-cert is given.
-    var tlsConfiguration: TLSConfiguration? {
-        guard let tlsCertificate, let tlsKey else { return nil }
-        return .server(
-            certificateChainFile: tlsCertificate, privateKeyFile: tlsKey,
-            clientAuthentication: tlsClientCA == nil ? .none : .required,
-            trustRoots: tlsClientCA.map { .pemFile($0) } ?? .system)
-    }
+    @OptionGroup var tlsOptions: TLSServerOptions
 
     func validate() throws {
-        if (tlsCertificate == nil) != (tlsKey == nil) {
-            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
-        }
-        if tlsClientCA != nil, tlsCertificate == nil {
-            throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
-        }
-        // A missing or bad PEM file is a bad argument, named.
-        if let problem = TLSConfiguration.problem(withFiles: [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey), ("--tls-client-ca", tlsClientCA)], loading: tlsConfiguration) {
-            throw ValidationError(problem)
-        }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
         }
@@ -161,11 +128,6 @@ struct EchoServer: AsyncParsableCommand {
         guard gracePeriod >= 0, gracePeriod <= 3600 else {
             throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
         }
-        do {
-            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 
     func run() async throws {
@@ -189,24 +151,8 @@ struct EchoServer: AsyncParsableCommand {
                 fflush(nil)
             }
         }
-        let name = Backends.selectedName(explicit: backend)
-        var transport: any Transport
-        do {
-            transport = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
-        } catch {
-            fail("cannot start backend '\(name)': \(error)")
-        }
-        if let tlsConfiguration {
-            do {
-                // A failed handshake has no caller to tell but the operator.
-                transport = try TLSTransport(wrapping: transport, server: tlsConfiguration) { error, peer in
-                    writeStandardError("echo-server: TLS handshake with \(peer) failed: \(error)\n")
-                }
-            } catch {
-                await transport.shutdownNow()
-                fail("cannot set up TLS: \(error)")
-            }
-        }
+        let base = backendOptions.makeTransport(configuration: TransportConfiguration(eventLoopCount: eventLoops), tool: "echo-server")
+        let transport = await tlsOptions.wrap(base, tool: "echo-server")
         let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
 
         // The server, as the Service the group runs, and the lines that say it is ready.
@@ -549,15 +495,4 @@ func fail(_ message: String) -> Never {
 }
 
 /// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
-func writeStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-}
+func writeStandardError(_ text: String) { ToolOutput.writeStandardError(text) }

@@ -5,11 +5,13 @@
 //                     [--host HOST] [--port PORT] [--id ID]
 //                     [--resume-state PATH] [--reconnect-timeout SECONDS]
 //                     [--follow-network] [--stall-timeout SECONDS]
-//                     [--tls [--tls-ca PEM] [--tls-server-name NAME]]
+//                     [--tls [--tls-ca PEM] [--tls-server-name NAME] [--tls-cert PEM --tls-key PEM]]
 //
 // With `--tls` the calls go over TLS (SwitchyardTLS's TLSTransport over the backend):
 // the server's certificate must lead to the system's trust store or `--tls-ca`, and name
-// `--tls-server-name` (else --host). Every resumed call makes a new TLS connection.
+// `--tls-server-name` (else --host); `--tls-cert` and `--tls-key` give a client
+// certificate to a server that asks for one (the TLS options are echo-client's:
+// Examples/ToolSupport). Every resumed call makes a new TLS connection.
 //
 // One `Transfer` over a `Channel`: the file goes in chunks, the server acknowledges what
 // it synced, and a broken call is followed by a new one that resumes from the server's
@@ -51,6 +53,7 @@ import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle
 import SwitchyardTLS
+import ToolSupport
 import SwitchyardTransfer
 import Synchronization
 
@@ -76,15 +79,7 @@ struct Send: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("The file to send (a regular file).", valueName: "file"))
     var file: String
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
-    var backend: String?
-
-    @Option(
-        name: .customLong("backend-library"),
-        help: ArgumentHelp(
-            Backends.libraryOptionHelp,
-            valueName: "path"))
-    var backendLibraries: [String] = []
+    @OptionGroup var backendOptions: BackendOptions
 
     @Option(help: "The transfer server's host.")
     var host = "127.0.0.1"
@@ -107,34 +102,9 @@ struct Send: AsyncParsableCommand {
     @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
     var stallTimeout: Double?
 
-    @Flag(help: "Speak TLS: verify the server's certificate (against the system's trust store, or --tls-ca) and its name (--tls-server-name, else --host).")
-    var tls = false
-
-    @Option(name: .customLong("tls-ca"), help: ArgumentHelp("With --tls: trust only the CA certificates in this PEM file.", valueName: "pem"))
-    var tlsCA: String?
-
-    @Option(name: .customLong("tls-server-name"), help: ArgumentHelp("With --tls: the name sent as SNI and checked against the server's certificate (default: --host).", valueName: "name"))
-    var tlsServerName: String?
-
-    /// The client's TLS configuration, with --tls.
-    var tlsConfiguration: TLSConfiguration? {
-        guard tls else { return nil }
-        return .client(trustRoots: tlsCA.map { .pemFile($0) } ?? .system, serverName: tlsServerName)
-    }
+    @OptionGroup var tlsOptions: TLSClientOptions
 
     func validate() throws {
-        if !tls {
-            for (flag, value) in [("--tls-ca", tlsCA), ("--tls-server-name", tlsServerName)] where value != nil {
-                throw ValidationError("\(flag) needs --tls")
-            }
-        }
-        if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
-            throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
-        }
-        // A missing or bad CA file is a bad argument, named.
-        if let problem = TLSConfiguration.problem(withFiles: [("--tls-ca", tlsCA)], loading: tlsConfiguration) {
-            throw ValidationError(problem)
-        }
         guard (1...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 1...65535")
         }
@@ -181,33 +151,12 @@ struct Send: AsyncParsableCommand {
                 throw ValidationError("the file name \"\(name)\" is not a transfer id (1-255 letters, digits, '.', '_' or '-', not starting with '.'): pass --id")
             }
         }
-        do {
-            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 
     func run() async throws {
-        let name = Backends.selectedName(explicit: backend)
-        let base: any Transport
-        do {
-            let configuration = TransportConfiguration(stallTimeout: stallTimeout.map { .milliseconds(Int64($0 * 1000)) })
-            base = try Backends.makeTransport(named: name, configuration: configuration)
-        } catch {
-            fail("cannot start backend '\(name)': \(error)")
-        }
-        let transport: any Transport
-        if let tlsConfiguration {
-            do {
-                transport = try TLSTransport(wrapping: base, client: tlsConfiguration)
-            } catch {
-                await base.shutdownNow()
-                fail("cannot set up TLS: \(error)")
-            }
-        } else {
-            transport = base
-        }
+        let configuration = TransportConfiguration(stallTimeout: stallTimeout.map { .milliseconds(Int64($0 * 1000)) })
+        let base = backendOptions.makeTransport(configuration: configuration, tool: "transfer-client")
+        let transport = await tlsOptions.wrap(base, tool: "transfer-client")
         // With --follow-network a change of network ends the call at once (the channel's
         // rule); the transfer then resumes on a new call. Changes are told on stderr.
         var monitor: NetlinkConnectivityMonitor?
@@ -416,15 +365,4 @@ func fail(_ message: String) -> Never {
 }
 
 /// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
-func writeStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-}
+func writeStandardError(_ text: String) { ToolOutput.writeStandardError(text) }

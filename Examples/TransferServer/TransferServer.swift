@@ -3,6 +3,7 @@
 //
 //     transfer-server --dir DIR [--backend NAME] [--backend-library PATH ...]
 //                     [--host HOST] [--port PORT] [--event-loops N] [--grace-period S]
+//                     [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
 //
 // A `TransferServer` over a `DirectoryTransferStorage`: a finished transfer is the file
 // `DIR/<id>` (the id is the sender's file name unless it chose another); while it runs,
@@ -12,7 +13,8 @@
 //
 // With `--tls-cert PEM --tls-key PEM` it speaks TLS (SwitchyardTLS's TLSTransport over
 // the backend; the backend's name then ends in `+tls`); a failed handshake is reported on
-// standard error.
+// standard error. `--tls-client-ca PEM` requires senders to present a certificate that
+// leads to it (mutual TLS). The TLS options are echo-server's (Examples/ToolSupport).
 //
 // Prints `transfer-server: listening on HOST:PORT (backend NAME)` once it accepts calls,
 // then `transfer-server: received ID (N bytes, sha256 HEX) -> PATH` for each finished
@@ -29,6 +31,7 @@ import Switchyard
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
 import SwitchyardTLS
+import ToolSupport
 import SwitchyardTransfer
 
 @main
@@ -46,15 +49,7 @@ struct TransferServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The folder finished files go to (created if missing; its parent must exist).", valueName: "dir"))
     var dir: String
 
-    @Option(help: "The backend (default: $\(BackendRegistry.environmentVariable), else '\(Backends.defaultName)'). Registered: \(Backends.registry.names.joined(separator: ", ")), and those of the backend libraries loaded.")
-    var backend: String?
-
-    @Option(
-        name: .customLong("backend-library"),
-        help: ArgumentHelp(
-            Backends.libraryOptionHelp,
-            valueName: "path"))
-    var backendLibraries: [String] = []
+    @OptionGroup var backendOptions: BackendOptions
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -68,26 +63,9 @@ struct TransferServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds open transfers get to finish after SIGINT or SIGTERM; then they are ended (their senders resume later).")
     var gracePeriod = 2.0
 
-    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Speak TLS, presenting this certificate chain (a PEM file, leaf first); needs --tls-key.", valueName: "pem"))
-    var tlsCertificate: String?
-
-    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The private key of --tls-cert (a PEM file, not encrypted).", valueName: "pem"))
-    var tlsKey: String?
-
-    /// The server's TLS configuration, when --tls-cert is given.
-    var tlsConfiguration: TLSConfiguration? {
-        guard let tlsCertificate, let tlsKey else { return nil }
-        return .server(certificateChainFile: tlsCertificate, privateKeyFile: tlsKey)
-    }
+    @OptionGroup var tlsOptions: TLSServerOptions
 
     func validate() throws {
-        if (tlsCertificate == nil) != (tlsKey == nil) {
-            throw ValidationError(tlsCertificate == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
-        }
-        // A missing or bad PEM file is a bad argument, named.
-        if let problem = TLSConfiguration.problem(withFiles: [("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)], loading: tlsConfiguration) {
-            throw ValidationError(problem)
-        }
         guard (0...65535).contains(port) else {
             throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
         }
@@ -116,11 +94,6 @@ struct TransferServerCommand: AsyncParsableCommand {
         } else if errno != ENOENT {
             throw ValidationError("--dir \(dir): \(String(cString: strerror(errno)))")
         }
-        do {
-            try Backends.checkSelection(explicit: backend, libraries: backendLibraries)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 
     func run() async throws {
@@ -130,26 +103,8 @@ struct TransferServerCommand: AsyncParsableCommand {
         } catch {
             fail("cannot use --dir \(dir): \(error)")
         }
-        let name = Backends.selectedName(explicit: backend)
-        let base: any Transport
-        do {
-            base = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: eventLoops))
-        } catch {
-            fail("cannot start backend '\(name)': \(error)")
-        }
-        let transport: any Transport
-        if let tlsConfiguration {
-            do {
-                transport = try TLSTransport(wrapping: base, server: tlsConfiguration) { error, peer in
-                    writeStandardError("transfer-server: TLS handshake with \(peer) failed: \(error)\n")
-                }
-            } catch {
-                await base.shutdownNow()
-                fail("cannot set up TLS: \(error)")
-            }
-        } else {
-            transport = base
-        }
+        let base = backendOptions.makeTransport(configuration: TransportConfiguration(eventLoopCount: eventLoops), tool: "transfer-server")
+        let transport = await tlsOptions.wrap(base, tool: "transfer-server")
         let endpoint = Endpoint(host: host, port: port)
         let server: TransferServer
         do {
@@ -209,15 +164,4 @@ func fail(_ message: String) -> Never {
 }
 
 /// Writes straight to descriptor 2 (the C `stderr` global is not concurrency-safe).
-func writeStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-}
+func writeStandardError(_ text: String) { ToolOutput.writeStandardError(text) }

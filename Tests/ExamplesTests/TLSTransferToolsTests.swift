@@ -57,14 +57,49 @@ struct TLSTransferToolsTests {
         _ = try await server.waitForStandardError(containing: "transfer-server: TLS handshake with 127.0.0.1:")
         await expectCleanStop(server)
     }
+
+    /// Mutual TLS: the transfer tools take the echo tools' TLS options (one set of option
+    /// groups), so transfer-server --tls-client-ca turns away a sender without a client
+    /// certificate and takes the file from one that presents it.
+    @Test("transfer-server --tls-client-ca takes a file only from a transfer-client with --tls-cert and --tls-key")
+    func mutualTLS() async throws {
+        let certificates = try TestCertificates.shared()
+        let work = try TemporaryFolder()
+        let file = work.path + "/signed.bin"
+        try writeRandomFile(file, size: 64 << 10)
+        let dir = work.path + "/received"
+        let (server, port) = try await startTLSTransferServer(
+            backend: "libuv", dir: dir, certificates: certificates, extra: ["--tls-client-ca", certificates.path("ca.pem")])
+        defer { server.killIfRunning() }
+        let common = ["send", file, "--host", "localhost", "--port", String(port), "--reconnect-timeout", "1", "--tls", "--tls-ca", certificates.path("ca.pem")]
+
+        let anonymous = try Subprocess(try Products.path("transfer-client"), common, name: "transfer-client(no client certificate)")
+        #expect(await anonymous.wait(timeout: .seconds(60)) == .exit(1), "\(anonymous.report)\n\(server.report)")
+        // TLS 1.3: the client's handshake is done before the server checks for its
+        // certificate, so the client hears the server's alert, or its close, or (still
+        // writing) a reset.
+        let refusals = ["the last: unavailable (certificate)", "the last: unavailable (closed)", "the last: unavailable (reset)"]
+        #expect(refusals.contains { anonymous.stderr.contains($0) }, "\(anonymous.report)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/signed.bin"))
+
+        let signed = try Subprocess(
+            try Products.path("transfer-client"),
+            common + ["--tls-cert", certificates.path("client.pem"), "--tls-key", certificates.path("client.key")],
+            name: "transfer-client(client certificate)")
+        #expect(await signed.wait(timeout: .seconds(60)) == .exit(0), "\(signed.report)\n\(server.report)")
+        #expect(try await sha256sum(dir + "/signed.bin") == (try await sha256sum(file)), "the stored copy differs")
+        await expectCleanStop(server)
+    }
 }
 
 /// Starts `transfer-server` with TLS on a free port and returns it with the port it printed.
-func startTLSTransferServer(backend: String, dir: String, certificates: TestCertificates) async throws -> (server: Subprocess, port: Int) {
+func startTLSTransferServer(
+    backend: String, dir: String, certificates: TestCertificates, extra: [String] = []
+) async throws -> (server: Subprocess, port: Int) {
     let server = try Subprocess(
         try Products.path("transfer-server"),
         ["--dir", dir, "--backend", backend, "--host", "127.0.0.1", "--port", "0",
-         "--tls-cert", certificates.path("server.pem"), "--tls-key", certificates.path("server.key")],
+         "--tls-cert", certificates.path("server.pem"), "--tls-key", certificates.path("server.key")] + extra,
         name: "transfer-server(\(backend), tls)", hardTimeout: .seconds(150))
     do {
         let line = try await server.waitForLine(containing: "listening on")
