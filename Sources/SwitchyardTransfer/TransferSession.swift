@@ -63,9 +63,12 @@ final class TransferSession<Source: TransferSource> {
                 saveResumeState()
                 let waited = clock.now - since
                 if breaks >= options.maximumAttempts || waited >= options.reconnectTimeout {
+                    // The last error's native code is this error's: said once, at the end.
+                    var last = error
+                    last.native = nil
                     throw TransportError(
                         code: .unavailable, reason: .resumeImpossible,
-                        message: "transfer \(id) could not resume at \(acknowledged) of \(size) bytes: \(breaks) call(s) in a row broke over \(waited); the last: \(error)",
+                        message: "transfer \(id) could not resume at \(acknowledged) of \(size) bytes: \(breaks) call(s) in a row broke over \(waited); the last: \(last)",
                         native: error.native)
                 }
                 do {

@@ -103,6 +103,10 @@ struct TransferBackendTests {
         } catch let error as TransportError {
             #expect(error.code == .unavailable && error.reason == .resumeImpossible)
             #expect(error.message.contains("3 call(s)"))
+            // The refused connects' native code (ECONNREFUSED) is said once, not in the
+            // message and again after it.
+            let native = try #require(error.native, "\(error)")
+            #expect(String(describing: error).components(separatedBy: "\(native)").count == 2, "\(error)")
         }
         await transport.shutdownNow()
     }
