@@ -6,7 +6,7 @@
 /// A loop is also a `TaskExecutor`: async code can run on it
 /// (`withTaskExecutorPreference(loop)`, `Task(executorPreference: loop)`), so awaiting an
 /// event that the loop itself produces resumes on the loop, with no hop to the global
-/// pool. ``Channel/withCall(options:_:)`` and ``CallServer`` run the async face so.
+/// pool. ``Channel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the async face so.
 public protocol EventLoop: AnyObject, Sendable, TaskExecutor {
     /// Whether the calling thread is this loop's thread.
     var inEventLoop: Bool { get }

@@ -120,7 +120,7 @@ public struct ConformanceContext: Sendable {
         }
     }
 
-    /// Fails unless `error` is a ``TransportError`` with this code and reason.
+    /// Fails unless `error` is a `TransportError` with this code and reason.
     public func expectError(
         _ error: (any Error)?, code: TransportError.Code, reason: TransportError.Reason, _ what: String,
         file: String = #fileID, line: Int = #line
@@ -136,7 +136,7 @@ public struct ConformanceContext: Sendable {
         }
     }
 
-    /// Runs `body`, which must throw a ``TransportError`` with this code and reason
+    /// Runs `body`, which must throw a `TransportError` with this code and reason
     /// within `seconds`; returns that error.
     @discardableResult
     public func expectError<T: Sendable>(
@@ -181,7 +181,7 @@ public struct ConformanceContext: Sendable {
     // MARK: - Transports
 
     /// Where the server transport listens when a scenario does not say: the server
-    /// backend's ``TransportBackend/localEndpoint`` (a fresh call each time), or
+    /// backend's `TransportBackend.localEndpoint` (a fresh call each time), or
     /// `127.0.0.1`, port 0, when the runner did not say which backend it is.
     public func localEndpoint() -> Endpoint {
         serverTransportBackend?.localEndpoint() ?? Endpoint(host: "127.0.0.1", port: 0)
@@ -193,7 +193,7 @@ public struct ConformanceContext: Sendable {
     /// Scenarios about IP (IPv6, names, the wildcard, network namespaces) skip there.
     /// Connections are still told apart by their local address, so a backend of paths
     /// must give each client socket a name of its own (Linux's autobind does). And a
-    /// Unix-domain socket has no reset: ``Connection/reset()`` is a close, which the peer
+    /// Unix-domain socket has no reset: `Connection.reset()` is a close, which the peer
     /// sees as `unavailable`/`reset` only when data it sent was left unread, and
     /// otherwise as end of stream (a call: `unavailable`/`closed`).
     public var listensOnPaths: Bool { localEndpoint().path != nil }
@@ -266,7 +266,7 @@ public struct ConformanceContext: Sendable {
     }
 
     /// A connected pair with the async face on both ends; the server side is taken from
-    /// the listener's ``Listener/connections``. The listener is closed afterwards.
+    /// the listener's `Listener.connections`. The listener is closed afterwards.
     public func connectedPair(
         host: String? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> (client: AsyncConnection, server: AsyncConnection) {

@@ -64,7 +64,7 @@ import SwitchyardBackendKit
 ///
 /// **B. Integrity**
 /// - B1 (3, 4; 64: a call's method and metadata, response and trailing metadata). B2
-///   (23: frames split anywhere, over calls; the byte-stream ``Connection`` has no
+///   (23: frames split anywhere, over calls; the byte-stream `Connection` has no
 ///   frames; 64: a metadata frame over `CallOptions.maximumMetadataSize` or malformed
 ///   ends only its call). B3 (11, 13: unawaited writes let a backend gather and write in
 ///   part). B4 (3: 16 MiB, not 50 MB, to keep debug runs short; 22: 256 MiB over a
@@ -78,7 +78,7 @@ import SwitchyardBackendKit
 ///   the call is active are honoured, 27), C5 (13, 22), C6 (12; 13 measures CPU while
 ///   pushed back; 56 measures it with connections waiting
 ///   on a listener out of descriptors).
-/// - C4 (watermarks): not applicable to the byte-stream ``Connection`` (it has no
+/// - C4 (watermarks): not applicable to the byte-stream `Connection` (it has no
 ///   watermarks; readers ask with `startReading`/`stopReading`, 12); for calls, flow
 ///   control bounds memory to one message and one read buffer (22).
 ///
@@ -104,7 +104,7 @@ import SwitchyardBackendKit
 ///   timeout`; 54: a call's deadline, `CallOptions.timeout`, `deadlineExceeded`/`timed
 ///   out` within 100 ms of it). F8 (14:
 ///   `shutdownNow`; 17: the grace period; 41–46: suspend and its grace period).
-/// - F9: not applicable: a ``Channel`` has no reconnect backoff; each call connects
+/// - F9: not applicable: a `Channel` has no reconnect backoff; each call connects
 ///   afresh (25), so there is no backoff to shut down during.
 ///
 /// **G. Leaks**
@@ -146,7 +146,7 @@ import SwitchyardBackendKit
 ///   (57: refused; 58: unreachable
 ///   and black-holed, raced after 250 ms as RFC 8305 says). J5 (34: with no connectivity
 ///   a new call fails at once with `unavailable` (no connectivity)).
-/// - J2: by construction, not by a scenario: a ``Channel`` connects only when a call
+/// - J2: by construction, not by a scenario: a `Channel` connects only when a call
 ///   starts (its contract), and every call scenario starts from a fresh channel.
 ///
 /// **Beyond the checklist**: suspend and resume (behaviour 7 of the design): 41
@@ -273,7 +273,7 @@ public enum ConformanceKit {
     }
 
     /// The pairs to run: every (client, server) of backends on the same network
-    /// (``TransportBackend/network``), mixed pairs included, in the order the backends
+    /// (`TransportBackend.network`), mixed pairs included, in the order the backends
     /// are given.
     public static func pairs(of backends: [TransportBackend]) -> [ConformancePair] {
         var pairs: [ConformancePair] = []
@@ -345,9 +345,14 @@ public enum ConformanceKit {
     /// transports, the time limit, shutdown, the leak check) and returns how it ended,
     /// with what it measured, instead of throwing.
     ///
-    /// - Parameter log: where the scenario's log lines (``ConformanceContext/log(_:)``)
-    ///   and the run's last line (passed, FAILED, skipped) go; standard output by default.
-    /// - Parameter tls: for a pair of TLS backends, what the TLS scenarios need.
+    /// - Parameters:
+    ///   - scenario: the scenario to run.
+    ///   - client: the backend whose transport connects.
+    ///   - server: the backend whose transport listens.
+    ///   - tls: for a pair of TLS backends, what the TLS scenarios need.
+    ///   - configuration: what both transports are made with.
+    ///   - log: where the scenario's log lines (``ConformanceContext/log(_:)``) and the
+    ///     run's last line (passed, FAILED, skipped) go; standard output by default.
     public static func outcome(
         of scenario: ConformanceScenario, client: TransportBackend, server: TransportBackend, tls: ConformanceTLS? = nil,
         configuration: TransportConfiguration = TransportConfiguration(eventLoopCount: 2),

@@ -95,6 +95,7 @@ public struct ConformanceRunner: Sendable {
     ///   - scenarios: scenario numbers (`8`), ranges (`30-35`), or names: a name runs the
     ///     scenario of exactly that name, else every scenario whose name contains it
     ///     (letter case ignored).
+    ///   - configuration: what every run's transports are made with (``configuration``).
     ///
     /// With neither `backends` nor `pairs`, every pair of every registered backend; with no
     /// `scenarios`, every scenario.

@@ -4,9 +4,9 @@ import Synchronization
 /// A raw echo server for one connection: it writes back every byte it reads.
 ///
 /// The pattern is the one a callback-face server should follow:
-/// - each chunk is written back with ``Connection/write(borrowing:completion:)`` from
+/// - each chunk is written back with `Connection.write(borrowing:completion:)` from
 ///   inside the read callback, so the backend can hand it to the kernel without a copy;
-/// - when the kernel does not take everything (``Connection/pendingWriteBytes`` > 0), it
+/// - when the kernel does not take everything (`Connection.pendingWriteBytes` > 0), it
 ///   stops reading, so a client that writes faster than it reads is pushed back by TCP
 ///   instead of growing this server's memory;
 /// - ``connectionDidDrainWrites()`` resumes reading;
@@ -15,7 +15,7 @@ import Synchronization
 ///
 /// Start it with ``start()``. Every callback runs on the connection's loop, one at a
 /// time, so the mutable state below needs no lock; it is `@unchecked Sendable` for that
-/// reason. ``onClose`` and ``closeError`` may be read from any thread.
+/// reason. `onClose` and `closeError` may be read from any thread.
 public final class EchoHandler: ConnectionHandler, @unchecked Sendable {
     /// The connection; dropped when it closes, which breaks the cycle
     /// connection → handler → connection. Touched only on the loop.

@@ -8,7 +8,7 @@ import Synchronization
 /// With flow control on, each step of ``messages`` asks for exactly one message
 /// (``Call/receiveNextMessage()``) and only when none is waiting, so the call never
 /// holds more than one undelivered message. With it off, messages are buffered here as
-/// they arrive. ``Channel/withCall(options:_:)`` and ``CallServer`` run the code that
+/// they arrive. ``Channel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the code that
 /// uses it on the call's event loop.
 ///
 /// Task cancellation: a task cancelled while it waits in ``next()``, ``write(_:)``,

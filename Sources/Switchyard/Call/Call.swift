@@ -2,15 +2,15 @@ import Synchronization
 
 /// One bidirectional stream of messages on its own connection, ending with a status.
 ///
-/// A client call comes from ``Channel/startCall(options:handler:)``; a server call is
+/// A client call comes from ``Channel/startCall(method:metadata:options:handler:)``; a server call is
 /// handed to a ``CallServer``'s handler. Both are driven by the same engine, on the
 /// connection's event loop:
 ///
 /// - **Sending.** ``send(_:)`` frames a message and writes it; messages go out in order.
 ///   With flow control on, each reports ``CallHandler/callDidWriteData(_:)`` once it is
 ///   in the kernel, so a sender that waits for it has at most one message pending.
-///   The client ends its side with ``finishSending()`` (a TCP half-close); the server
-///   ends the call with ``finish(_:)`` (a status trailer frame, then a half-close).
+///   The client ends its side with ``finishSending(completion:)`` (a TCP half-close); the server
+///   ends the call with ``finish(_:completion:)`` (a status trailer frame, then a half-close).
 /// - **Receiving.** With flow control off, messages are delivered as they arrive. With
 ///   it on, nothing is delivered until ``receiveNextMessage()`` or
 ///   ``receiveNextMessages(_:)`` asks; requests stack; while nothing is asked for the

@@ -65,7 +65,7 @@ public final class Channel: Sendable {
     /// headers frame; the server has both before its handler is made) whose events go to
     /// `handler`. With
     /// ``CallOptions/timeout`` the call has a deadline from now, connect included
-    /// (``CallDeadline``): past it the call ends `deadlineExceeded`, reason `timed out`.
+    /// (`CallDeadline`): past it the call ends `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is

@@ -87,7 +87,7 @@ public struct CallOptions: Sendable {
     public var flowController: (any FlowController)?
     /// The call's deadline, counted from when a channel is asked for it (its connect
     /// included); `nil` (the default) for none. A client call still open when it passes
-    /// ends `deadlineExceeded`, reason `timed out` (``CallDeadline``). A server ignores it.
+    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`). A server ignores it.
     public var timeout: Duration?
     /// Where the end of each call made with these options is logged (`call ended`, debug,
     /// see ``CallObserver``); by default nowhere.

@@ -113,7 +113,7 @@ extension TransportError.Reason {
 /// prefix has been checked and the first payload bytes are in, the payload array is
 /// made, and what later appends bring goes straight into it, so each payload byte is
 /// copied once (not into a buffer, then out of it). The array is reserved for the bytes
-/// in hand plus ``assemblyReserveAhead`` (never more than the frame's length) and
+/// in hand plus `assemblyReserveAhead` (never more than the frame's length) and
 /// doubles, up to the length, as more arrive: a prefix announcing 4 MiB followed by one
 /// byte costs 64 KiB, not 4 MiB, so memory follows the bytes a peer actually sent.
 ///
@@ -227,7 +227,7 @@ public struct FrameDecoder: Sendable {
     var assemblyCapacity: Int { payload.capacity }
 
     /// Makes room in ``payload`` for `count` more bytes: at first the bytes in hand plus
-    /// ``assemblyReserveAhead``, then doubling; never beyond ``payloadLength``.
+    /// `assemblyReserveAhead`, then doubling; never beyond ``payloadLength``.
     @inline(__always)
     private mutating func reservePayload(adding count: Int) {
         let needed = payload.count + count

@@ -48,7 +48,7 @@ import Synchronization
 ///   host are part of the connect, and a failed one is `unreachable`, reason
 ///   `connection failed`, with the verify result in the message), writes one request
 ///   (`HEAD <path> HTTP/1.1` with `Host`, `User-Agent`, `Accept` and
-///   `Connection: close`), and reads the response head (``HTTPHeadResponseParser``: at
+///   `Connection: close`), and reads the response head (`HTTPHeadResponseParser`: at
 ///   most 16 KiB, interim `1xx` heads skipped), then closes. The whole of it (name
 ///   resolution, connect, write, read) is bounded by
 ///   ``SiteReachabilityConfiguration/timeout``: past it the probe is `unreachable`,

@@ -92,7 +92,7 @@ extension ConformanceScenario {
 }
 
 extension ConformanceScenario {
-    /// F7: a call's deadline (``CallOptions/timeout``). A call still waiting when it passes
+    /// F7: a call's deadline (`CallOptions.timeout`). A call still waiting when it passes
     /// ends `deadlineExceeded`, reason `timed out`, within 100 ms of it, and the server's
     /// call ends too; a call that finished first keeps its OK status after the deadline.
     public static let callDeadlineExceeded = ConformanceScenario(

@@ -7,7 +7,7 @@ extension ConformanceScenario {
     /// binary value with every byte, a key given in upper case) arrive intact and are
     /// set when the server makes the call's handler; the server's response metadata and
     /// its trailing metadata arrive at the client; a hundred pairs filling the server's
-    /// ``CallOptions/maximumMetadataSize`` to the byte arrive intact. One byte over it
+    /// `CallOptions.maximumMetadataSize` to the byte arrive intact. One byte over it
     /// ends the server's call with `resourceExhausted`, reason `metadata too large`; a
     /// malformed headers frame, or a second one, ends it with `internal`, reason
     /// `protocol violation`; the server keeps serving the next call each time.

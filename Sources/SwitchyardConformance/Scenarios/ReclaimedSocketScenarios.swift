@@ -3,13 +3,13 @@ import Switchyard
 
 extension ConformanceScenario {
     /// 40. A descriptor reclaimed underneath a call ends it `unavailable`/`reclaimed`:
-    /// for every kind of replacement `dup2` can put in its place (``DescriptorReplacement``),
+    /// for every kind of replacement `dup2` can put in its place (`DescriptorReplacement`),
     /// on the client's side and on the server's, and for a socket the kernel destroyed
     /// (`ss -K`, `SOCK_DESTROY`). No write after the replacement is reported sent, nothing
     /// crashes or leaks (the kit checks descriptors after the run), and the channel's next
     /// call connects afresh and succeeds.
     ///
-    /// The kit finds the connection's descriptor by its ports (``SocketDescriptors``), so
+    /// The kit finds the connection's descriptor by its ports (`SocketDescriptors`), so
     /// a backend without TCP descriptors (the in-memory one, a backend on socket paths)
     /// skips it. `ss -K` needs root and a kernel with `CONFIG_INET_DIAG_DESTROY`; without
     /// them that case alone is skipped (logged), and the filter names both addresses and
