@@ -105,9 +105,14 @@ struct SwitchyardConformancePlugin: CommandPlugin {
         print("swift package conformance: building \(name), the tool with the TLS pairs (on the system OpenSSL 3: libssl-dev)")
         let result = try packageManager.build(.product(name), parameters: .init(configuration: .inherit))
         guard result.succeeded else {
+            // Said on standard output after the log, not thrown: `swift package` shows a
+            // thrown error as it arrives, in the middle of the log it is still printing.
             print(result.logText)
-            throw ConformancePluginError(
-                "building \(name) failed (its build log is above); the TLS pairs need the system OpenSSL 3: on Debian, apt-get install libssl-dev")
+            print(
+                "swift package conformance: error: building \(name) failed (its build log is above); the TLS pairs need the system OpenSSL 3: on Debian, apt-get install libssl-dev"
+            )
+            fflush(nil)
+            exit(1)
         }
         guard let tool = result.builtArtifacts.first(where: { $0.kind == .executable && $0.url.lastPathComponent == name }) else {
             throw ConformancePluginError("building \(name) made no executable of that name")
