@@ -34,7 +34,11 @@ let package = Package(
         .executable(name: "transfer-server", targets: ["transfer-server"]),
         .executable(name: "transfer-client", targets: ["transfer-client"]),
         // Runs the conformance kit and prints its report; `swift package conformance` runs it.
+        // No OpenSSL: running the kit needs no libssl-dev.
         .executable(name: "switchyard-conformance", targets: ["switchyard-conformance"]),
+        // The same runner with the TLS pairs (--tls, --pair bsd+tls:libuv+tls), on the
+        // system OpenSSL 3 (libssl-dev); switchyard-conformance runs it when they are asked for.
+        .executable(name: "switchyard-conformance-tls", targets: ["switchyard-conformance-tls"]),
         // `swift package conformance`, also in packages that depend on Switchyard.
         .plugin(name: "SwitchyardConformancePlugin", targets: ["SwitchyardConformancePlugin"]),
     ],
@@ -196,23 +200,40 @@ let package = Package(
         ),
         // The kit's TLS pairs (TransportBackend.tls over its backends) and the test
         // certificates their TLS scenarios need. Apart from the kit, so that the kit does
-        // not need libssl-dev: only what runs TLS pairs (the tool, the kit's tests) does.
+        // not need libssl-dev: only what runs TLS pairs (switchyard-conformance-tls, the
+        // kit's tests) does.
         .target(
             name: "SwitchyardConformanceTLS",
             dependencies: ["Switchyard", "SwitchyardConformance", "SwitchyardTLS"],
             swiftSettings: strict
         ),
         // The kit's command-line runner: options in, report out; the logic is the kit's.
-        .executableTarget(
-            name: "switchyard-conformance",
+        // Without OpenSSL: the TLS pairs come in through ConformanceToolTLS, given by
+        // switchyard-conformance-tls only.
+        .target(
+            name: "SwitchyardConformanceTool",
             dependencies: [
-                "Switchyard", "SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardBackends",
+                "Switchyard", "SwitchyardConformance", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
+        // The runner without the TLS pairs (it hands them to switchyard-conformance-tls).
+        .executableTarget(
+            name: "switchyard-conformance",
+            dependencies: ["SwitchyardConformanceTool"],
+            swiftSettings: strict
+        ),
+        // The runner with the TLS pairs: the one executable of the kit on OpenSSL.
+        .executableTarget(
+            name: "switchyard-conformance-tls",
+            dependencies: ["SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardConformanceTool"],
+            swiftSettings: strict
+        ),
         // `swift package conformance`: a thin entry over switchyard-conformance that also
-        // builds the calling package's dynamic library products as backends to load.
+        // builds the calling package's dynamic library products as backends to load, and
+        // builds and runs switchyard-conformance-tls instead when TLS pairs are asked for
+        // (not a dependency here: it would make every run of the plugin need libssl-dev).
         .plugin(
             name: "SwitchyardConformancePlugin",
             capability: .command(

@@ -15,6 +15,12 @@
 //     --no-backend-products    build and load none
 //
 // The products are built in the configuration `swift package` runs in (`-c release`).
+//
+// The TLS pairs (`--tls`, a `--pair` with `+tls`) are in `switchyard-conformance-tls`, the
+// same tool on the system OpenSSL 3. It is not a dependency of the plugin (that would make
+// every run need libssl-dev): the plugin builds it, in that configuration too, and runs it
+// instead when the arguments ask for TLS; a build that fails (no libssl-dev) fails the
+// command, saying what it needs.
 
 import Foundation
 import PackagePlugin
@@ -56,9 +62,9 @@ struct SwitchyardConformancePlugin: CommandPlugin {
             libraries += ["--backend-library", library.url.path]
         }
 
-        let tool = try context.tool(named: "switchyard-conformance")
+        let tool = try Self.asksForTLS(passed) ? buildTLSTool() : context.tool(named: "switchyard-conformance").url
         let process = Process()
-        process.executableURL = tool.url
+        process.executableURL = tool
         process.arguments = libraries + passed
         try process.run()
         process.waitUntilExit()
@@ -70,10 +76,48 @@ struct SwitchyardConformancePlugin: CommandPlugin {
             exit(process.terminationStatus)
         case .uncaughtSignal:
             throw ConformancePluginError(
-                "switchyard-conformance was killed by signal \(process.terminationStatus): a run crashed the process; the last progress line above names it")
+                "\(tool.lastPathComponent) was killed by signal \(process.terminationStatus): a run crashed the process; the last progress line above names it")
         @unknown default:
-            throw ConformancePluginError("switchyard-conformance ended abnormally (status \(process.terminationStatus))")
+            throw ConformancePluginError("\(tool.lastPathComponent) ended abnormally (status \(process.terminationStatus))")
         }
+    }
+
+    /// Whether the tool's arguments ask for TLS pairs: `--tls`, or a `--pair` value with
+    /// `+tls` on a side (`bsd+tls:libuv+tls`). The rule of the tool's own hand-off
+    /// (Sources/SwitchyardConformanceTool/ConformanceCommand+TLSBuild.swift), which a
+    /// plugin cannot import.
+    static func asksForTLS(_ arguments: [String]) -> Bool {
+        func namesTLS(_ pair: Substring) -> Bool {
+            pair.split(whereSeparator: { $0 == ":" || $0 == "→" }).contains { $0.hasSuffix("+tls") }
+        }
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--tls" { return true }
+            if argument == "--pair", index + 1 < arguments.count, namesTLS(Substring(arguments[index + 1])) { return true }
+            if argument.hasPrefix("--pair="), namesTLS(argument.dropFirst("--pair=".count)) { return true }
+        }
+        return false
+    }
+
+    /// Builds `switchyard-conformance-tls` (the tool with the TLS pairs) in the
+    /// configuration `swift package` runs in, and returns where it is.
+    func buildTLSTool() throws -> URL {
+        let name = "switchyard-conformance-tls"
+        print("swift package conformance: building \(name), the tool with the TLS pairs (on the system OpenSSL 3: libssl-dev)")
+        let result = try packageManager.build(.product(name), parameters: .init(configuration: .inherit))
+        guard result.succeeded else {
+            // Said on standard output after the log, not thrown: `swift package` shows a
+            // thrown error as it arrives, in the middle of the log it is still printing.
+            print(result.logText)
+            print(
+                "swift package conformance: error: building \(name) failed (its build log is above); the TLS pairs need the system OpenSSL 3: on Debian, apt-get install libssl-dev"
+            )
+            fflush(nil)
+            exit(1)
+        }
+        guard let tool = result.builtArtifacts.first(where: { $0.kind == .executable && $0.url.lastPathComponent == name }) else {
+            throw ConformancePluginError("building \(name) made no executable of that name")
+        }
+        return tool.url
     }
 
     /// The dynamic library products to build and load: those `requested`, or by default

@@ -9,7 +9,8 @@ import SwitchyardTLS
 ///
 /// A module of its own, so that the kit (`SwitchyardConformance`) does not need
 /// `libssl-dev`: a backend author who runs the kit without TLS never builds this; the
-/// `switchyard-conformance` tool (`--tls`) and the kit's own tests do.
+/// `switchyard-conformance-tls` tool (which `switchyard-conformance --tls` runs) and the
+/// kit's own tests do.
 extension ConformanceTLS {
     /// `scripts/make-test-certs` of the Switchyard checkout this module was built from.
     public static var certificateScript: String {

@@ -255,11 +255,12 @@ enum Tool {
         }
     }
 
-    /// Runs the tool to its end with swift-subprocess, which reads both outputs as they
-    /// come (a full pipe cannot stall the tool). A tool killed by a signal is 128 + it.
-    static func run(_ arguments: [String]) async throws -> Result {
+    /// Runs the tool (or the executable at `executable`) to its end with swift-subprocess,
+    /// which reads both outputs as they come (a full pipe cannot stall the tool). A tool
+    /// killed by a signal is 128 + it.
+    static func run(_ arguments: [String], executable: String? = nil) async throws -> Result {
         let result = try await Subprocess.run(
-            .path(.init(try path())), arguments: Arguments(arguments),
+            .path(.init(try executable ?? path())), arguments: Arguments(arguments),
             output: .string(limit: 16 << 20), error: .string(limit: 16 << 20))
         let status: Int32 =
             switch result.terminationStatus {

@@ -7,14 +7,24 @@
 // Exit status: 0 when no scenario failed (skips are not failures), 1 when one failed, 2
 // for bad arguments. `swift package conformance` (Plugins/SwitchyardConformancePlugin)
 // runs it. The selection, the runs and the report are the kit's (ConformanceRunner,
-// ConformanceReport); this file only reads the options and writes the results.
+// ConformanceReport); this module only reads the options and writes the results.
+//
+// Two builds of this one tool (ConformanceTool.main(tls:)), so that running the kit needs
+// no libssl-dev:
+// - `switchyard-conformance` (Sources/switchyard-conformance) has no TLS pairs and no
+//   OpenSSL. A selection that asks for them (`--tls`, a `--pair` with `+tls`) is handed to
+//   `switchyard-conformance-tls` in the same directory, executed in its place with the
+//   same arguments; without it, that is a bad argument (exit 2) whose message says how to
+//   build it (see ConformanceCommand+TLSBuild.swift).
+// - `switchyard-conformance-tls` (Sources/switchyard-conformance-tls) is the same tool
+//   with the TLS pairs of SwitchyardConformanceTLS (ConformanceToolTLS), on the system
+//   OpenSSL 3.
 
 import ArgumentParser
 import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardConformance
-import SwitchyardConformanceTLS
 
 struct ConformanceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,6 +36,11 @@ struct ConformanceCommand: ParsableCommand {
             row per scenario and one column per pair: passed, FAILED with the reason, or \
             skipped with the reason, and what the scenario measured. Scenarios that need \
             network namespaces run only as root.
+
+            The TLS pairs (--tls, a --pair with +tls) are in switchyard-conformance-tls, \
+            this tool built with them on the system OpenSSL 3 (libssl-dev); \
+            switchyard-conformance runs it, from its own directory, when they are asked for \
+            (swift build --product switchyard-conformance-tls builds it).
 
             Exit status: 0 when no scenario failed (skips are not failures), 1 when a \
             scenario failed, 2 for bad arguments.
@@ -41,7 +56,7 @@ struct ConformanceCommand: ParsableCommand {
         valueName: "client:server"))
     var pairs: [String] = []
 
-    @Flag(help: "Run the selected pairs with TLS over both sides (bsd+tls→libuv+tls, ...), with throwaway certificates made by scripts/make-test-certs (needs the openssl tool), instead of plaintext. The TLS scenarios run only on TLS pairs.")
+    @Flag(help: "Run the selected pairs with TLS over both sides (bsd+tls→libuv+tls, ...), with throwaway certificates made by scripts/make-test-certs (needs the openssl tool), instead of plaintext. The TLS scenarios run only on TLS pairs. Runs switchyard-conformance-tls (see below).")
     var tls = false
 
     // Unconditional: `--scenario -3` is a bad selector to name, not a missing value.
@@ -67,7 +82,14 @@ struct ConformanceCommand: ParsableCommand {
     var backendLibraries: [String] = []
 
     /// Runs the selection; returns the exit status.
-    func run(registry: BackendRegistry) async -> Int32 {
+    ///
+    /// - Parameter tlsSupport: the TLS pairs, in the build that has them
+    ///   (`switchyard-conformance-tls`); `nil` in the one without OpenSSL, which hands a
+    ///   selection that asks for TLS to that build (``handOffToTLSBuild(askedBy:)``).
+    func run(registry: BackendRegistry, tlsSupport: ConformanceToolTLS?) async -> Int32 {
+        if tlsSupport == nil, let option = optionAskingForTLS {
+            return handOffToTLSBuild(askedBy: option)
+        }
         do {
             try Backends.loadLibraries(backendLibraries, into: registry)
         } catch {
@@ -77,30 +99,34 @@ struct ConformanceCommand: ParsableCommand {
         let runner: ConformanceRunner
         // The TLS test certificates, made once when a TLS pair needs them, removed at the end.
         var certificates: String?
-        defer { certificates.map(ConformanceTLS.removeTestCertificates) }
+        defer { if let certificates { tlsSupport?.removeCertificates(certificates) } }
         do {
-            let certificateDirectory = { () throws(ConformanceSelectionError) -> String in
-                if let certificates { return certificates }
-                let made = try ConformanceTLS.makeTestCertificates()
-                certificates = made
-                return made
-            }
-            let (tlsPairs, plainPairs) = try ConformanceTLS.selectPairs(registry: registry, pairs: pairs, certificateDirectory: certificateDirectory)
             var selected: [ConformancePair] = []
-            if !(tlsPairs.count > 0 && backends.isEmpty && plainPairs.isEmpty) {
-                selected = try ConformanceRunner.selectPairs(registry: registry, backends: backends, pairs: plainPairs)
-            }
-            if tls {
-                let directory = try certificateDirectory()
-                selected = try selected.map { plain throws(ConformanceSelectionError) in
-                    do {
-                        return try ConformanceTLS.pair(client: plain.client, server: plain.server, certificateDirectory: directory)
-                    } catch {
-                        throw ConformanceSelectionError("--tls over \(plain): \(error)")
+            if let tlsSupport {
+                let certificateDirectory = { () throws(ConformanceSelectionError) -> String in
+                    if let certificates { return certificates }
+                    let made = try tlsSupport.makeCertificates()
+                    certificates = made
+                    return made
+                }
+                let (tlsPairs, plainPairs) = try tlsSupport.selectPairs(registry, pairs, certificateDirectory)
+                if !(tlsPairs.count > 0 && backends.isEmpty && plainPairs.isEmpty) {
+                    selected = try ConformanceRunner.selectPairs(registry: registry, backends: backends, pairs: plainPairs)
+                }
+                if tls {
+                    let directory = try certificateDirectory()
+                    selected = try selected.map { plain throws(ConformanceSelectionError) in
+                        do {
+                            return try tlsSupport.pair(plain.client, plain.server, directory)
+                        } catch {
+                            throw ConformanceSelectionError("--tls over \(plain): \(error)")
+                        }
                     }
                 }
+                for pair in tlsPairs where !selected.contains(where: { $0.description == pair.description }) { selected.append(pair) }
+            } else {
+                selected = try ConformanceRunner.selectPairs(registry: registry, backends: backends, pairs: pairs)
             }
-            for pair in tlsPairs where !selected.contains(where: { $0.description == pair.description }) { selected.append(pair) }
             runner = ConformanceRunner(pairs: selected, scenarios: try ConformanceRunner.selectScenarios(scenarios))
         } catch {
             Output.standardError.write("switchyard-conformance: error: \(error.message)\n")
@@ -155,9 +181,13 @@ struct ConformanceCommand: ParsableCommand {
     }
 }
 
-@main
-enum Main {
-    static func main() async {
+/// The tool's entry point, which each build's `main` calls.
+package enum ConformanceTool {
+    /// Reads the command line, runs what it selects and exits with the tool's status.
+    ///
+    /// - Parameter tls: the TLS pairs, given by `switchyard-conformance-tls`; `nil` in
+    ///   `switchyard-conformance`, which has no OpenSSL.
+    package static func main(tls: ConformanceToolTLS?) async -> Never {
         let command: ConformanceCommand
         do {
             command = try ConformanceCommand.parse()
@@ -170,57 +200,6 @@ enum Main {
             Output.standardError.write(ConformanceCommand.fullMessage(for: error) + "\n")
             exit(2)
         }
-        exit(await command.run(registry: Backends.registry))
-    }
-}
-
-/// An output descriptor written with `write(2)`, unbuffered, so progress shows as it
-/// happens and nothing is lost at `exit` (and the C `stdout`/`stderr` globals are not
-/// concurrency-safe).
-struct Output: Sendable {
-    let descriptor: Int32
-
-    static let standardOutput = Output(descriptor: 1)
-    static let standardError = Output(descriptor: 2)
-
-    init(descriptor: Int32) {
-        self.descriptor = descriptor
-    }
-
-    /// Creates (or truncates) the file at `path` for writing.
-    init(creating path: String) throws(OutputError) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw OutputError(errno: errno) }
-        self.descriptor = descriptor
-    }
-
-    func write(_ text: String) {
-        write(Array(text.utf8))
-    }
-
-    func write(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
-    }
-
-    func close() {
-        _ = Glibc.close(descriptor)
-    }
-}
-
-/// Why a file could not be opened: the C library's words for its errno.
-struct OutputError: Error, CustomStringConvertible {
-    var errno: Int32
-
-    var description: String {
-        guard let text = strerror(errno) else { return "errno \(errno)" }
-        return String(decoding: UnsafeRawBufferPointer(start: text, count: strlen(text)), as: UTF8.self)
+        exit(await command.run(registry: Backends.registry, tlsSupport: tls))
     }
 }
