@@ -245,8 +245,8 @@ private final class NetlinkWorker {
             }
             perform(next)
         case .report(let path):
-            let previous = observers.current
-            if observers.update(path) { reporting.changed(from: previous, to: path) }
+            let reporting = self.reporting
+            observers.update(path) { previous in reporting.changed(from: previous, to: path) }
         }
     }
 

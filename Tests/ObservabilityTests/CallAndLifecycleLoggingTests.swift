@@ -4,6 +4,7 @@ import Logging
 import MetricsTestKit
 import Switchyard
 import SwitchyardMemory
+import Synchronization
 import Testing
 
 /// The end of every call is logged (debug) and counted by status on both sides; a
@@ -63,4 +64,37 @@ struct CallAndLifecycleLoggingTests {
         let lines = handler.entries.map { "\($0.level) \($0.message)" }
         #expect(lines == ["info suspending", "notice suspended", "info resuming", "notice resumed"])
     }
+
+    @Test("A manual monitor logs and counts its changes as the netlink monitor does, in the order observers hear them")
+    func manualMonitorChanges() async throws {
+        let metrics = TestMetrics()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in handler })
+        logger.logLevel = .debug
+        let monitor = withMetricsFactory(metrics) {
+            ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi, interface: "wlan0", addresses: ["10.0.0.2"]), logger: logger)
+        }
+        let heard = Recorded()
+        let observation = monitor.observe { path in
+            // The change's log line is written before an observer hears it.
+            heard.append("\(path.category) after \(handler.entries.count) line(s)")
+        }
+        defer { observation.cancel() }
+        monitor.report(ConnectivityPath(category: .wifi, interface: "wlan1", addresses: ["10.0.1.2"]))
+        monitor.report(ConnectivityPath(category: .wifi, interface: "wlan1", addresses: ["10.0.1.2"]))  // the same: nothing
+        monitor.report(ConnectivityPath(category: .cellular, interface: "wwan0", addresses: ["10.64.0.2"]))
+
+        let lines = handler.entries.map { "\($0.level) \($0.message) \($0.metadata["switchyard.connectivity.from"] ?? "-")→\($0.metadata["switchyard.connectivity.to"] ?? "-") \($0.metadata["switchyard.connectivity.interface"] ?? "-")" }
+        #expect(lines == ["info network path changed wifi→wifi wlan1", "notice connectivity changed wifi→cellular wwan0"])
+        #expect(heard.values == ["wifi after 1 line(s)", "cellular after 2 line(s)"])
+        #expect(try metrics.expectCounter("switchyard_connectivity_changes_total", [("monitor", "manual"), ("category", "wifi"), ("kind", "path")]).totalValue == 1)
+        #expect(try metrics.expectCounter("switchyard_connectivity_changes_total", [("monitor", "manual"), ("category", "cellular"), ("kind", "category")]).totalValue == 1)
+    }
+}
+
+/// Strings an observer recorded, from any thread.
+private final class Recorded: Sendable {
+    private let state = Mutex<[String]>([])
+    var values: [String] { state.withLock { $0 } }
+    func append(_ value: String) { state.withLock { $0.append(value) } }
 }

@@ -1,3 +1,4 @@
+public import Logging
 import Synchronization
 
 /// What kind of network the device is on: the category of the interface that carries
@@ -121,18 +122,20 @@ public final class ConnectivityObservers: Sendable {
         }
     }
 
-    /// Makes `path` current and tells every observer, if it differs from the current one.
-    /// Returns whether it was a change.
+    /// Makes `path` current and tells every observer, if it differs from the current one;
+    /// `changed` runs first, with the path it replaced (the monitor's log line and metric,
+    /// in the order the observers hear the changes). Returns whether it was a change.
     @discardableResult
-    public func update(_ path: ConnectivityPath) -> Bool {
+    public func update(_ path: ConnectivityPath, changed: ((_ previous: ConnectivityPath) -> Void)? = nil) -> Bool {
         delivery.withLock { _ in
-            let observers: [@Sendable (ConnectivityPath) -> Void]? = state.withLock { state in
+            let change: (previous: ConnectivityPath, observers: [@Sendable (ConnectivityPath) -> Void])? = state.withLock { state in
                 guard state.current != path else { return nil }
-                state.current = path
-                return Array(state.observers.values)
+                defer { state.current = path }
+                return (state.current, Array(state.observers.values))
             }
-            guard let observers else { return false }
-            for observer in observers { observer(path) }
+            guard let change else { return false }
+            changed?(change.previous)
+            for observer in change.observers { observer(path) }
             return true
         }
     }
@@ -145,11 +148,18 @@ public final class ConnectivityObservers: Sendable {
 /// move to another network of the same category (another Wi-Fi hotspot) is a path
 /// change to the channels that follow it: `report(ConnectivityPath(category: .wifi,
 /// interface: "wlan1", addresses: ["192.168.7.20"]))`.
+///
+/// Each change is logged and counted as the netlink monitor's are
+/// (``ConnectivityChangeReporting``, dimension `monitor` `manual`).
 public final class ManualConnectivityMonitor: ConnectivityMonitor {
     private let observers: ConnectivityObservers
+    private let reporting: ConnectivityChangeReporting
 
-    public init(initial: ConnectivityPath = ConnectivityPath(category: .other)) {
+    /// A monitor whose path is `initial` until ``report(_:)`` says otherwise; its changes
+    /// are logged to `logger` (by default nowhere).
+    public init(initial: ConnectivityPath = ConnectivityPath(category: .other), logger: Logger = TransportConfiguration.disabledLogger) {
         observers = ConnectivityObservers(initial: initial)
+        reporting = ConnectivityChangeReporting(monitor: "manual", logger: logger)
     }
 
     public var current: ConnectivityPath { observers.current }
@@ -160,6 +170,7 @@ public final class ManualConnectivityMonitor: ConnectivityMonitor {
 
     /// Reports a new path; observers hear it if it differs from the current one.
     public func report(_ path: ConnectivityPath) {
-        observers.update(path)
+        let reporting = self.reporting
+        observers.update(path) { previous in reporting.changed(from: previous, to: path) }
     }
 }

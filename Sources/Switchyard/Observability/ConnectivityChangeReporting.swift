@@ -1,10 +1,10 @@
 public import CoreMetrics
 public import Logging
-public import Switchyard
 import Synchronization
 
-/// What the netlink monitor logs and counts when the path it reports changes, once per
-/// reported (debounced) change, never per netlink message.
+/// What a connectivity monitor logs and counts when the path it reports changes, once per
+/// reported change: the netlink monitor's (debounced, never per netlink message) and
+/// ``ManualConnectivityMonitor``'s.
 ///
 /// Logs (metadata `switchyard.connectivity.from`, `switchyard.connectivity.to`: the
 /// categories; `switchyard.connectivity.interface`: the new path's interface, empty for
@@ -20,7 +20,7 @@ import Synchronization
 ///
 /// | name | kind | dimensions |
 /// | --- | --- | --- |
-/// | `switchyard_connectivity_changes_total` | counter | `monitor` (`netlink`), `category` (the new one), `kind` (`category`: the category changed; `path`: the same category on another path) |
+/// | `switchyard_connectivity_changes_total` | counter | `monitor` (`netlink`, `manual`), `category` (the new one), `kind` (`category`: the category changed; `path`: the same category on another path) |
 ///
 /// The counters are made once per category and kind met, and kept for the monitor's life.
 public final class ConnectivityChangeReporting: Sendable {
