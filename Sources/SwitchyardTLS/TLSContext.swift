@@ -62,7 +62,7 @@ public final class TLSContext: @unchecked Sendable {
         else {
             throw fileError("OpenSSL refused the protocol versions \(configuration.minimumVersion)...\(configuration.maximumVersion)")
         }
-        // Writes are whole (no partial writes: a memory BIO never pushes back), and the
+        // Writes are whole (no partial writes: the session's BIO never pushes back), and the
         // buffers OpenSSL keeps between records are released when idle.
         _ = switchyard_ssl_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
         _ = SSL_CTX_set_options(context, switchyard_ssl_op_no_renegotiation())
