@@ -32,10 +32,9 @@ static inline long switchyard_ssl_ctx_set_mode(SSL_CTX *ctx, long mode) {
     return SSL_CTX_set_mode(ctx, mode);
 }
 
-/// An empty memory BIO asks the caller to retry instead of reporting end of file: the
-/// bytes are still on the network, the wrapped connection brings them.
-static inline void switchyard_bio_set_mem_eof_retry(BIO *bio) {
-    (void)BIO_set_mem_eof_return(bio, -1);
+/// Turns OpenSSL's server-side session cache off.
+static inline void switchyard_ssl_ctx_disable_session_cache(SSL_CTX *ctx) {
+    (void)SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 }
 
 static inline uint64_t switchyard_ssl_op_no_renegotiation(void) { return (uint64_t)SSL_OP_NO_RENEGOTIATION; }

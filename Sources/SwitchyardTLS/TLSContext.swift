@@ -72,6 +72,10 @@ public final class TLSContext: @unchecked Sendable {
             // never reads it and closes makes its kernel answer with a reset (unread data
             // in the receive buffer), which the server would see instead of close_notify.
             _ = SSL_CTX_set_num_tickets(context, 0)
+            // Nor a session cache: no session is ever resumed, so every handshake would
+            // only add its session to a cache (and flush it every 255 handshakes) for
+            // nothing.
+            switchyard_ssl_ctx_disable_session_cache(context)
         }
 
         if let chain = configuration.certificateChainFile, let key = configuration.privateKeyFile {
