@@ -88,12 +88,13 @@ typedef struct switchyard_tls_io {
     size_t outCapacity;
 } switchyard_tls_io;
 
-/// Makes room for `extra` more bytes after `used` in a malloc'd buffer.
+/// Makes room for `extra` more bytes after `used` in a malloc'd buffer, doubling it at
+/// least (no floor: a connection that only shook hands keeps a buffer of its handshake's
+/// size, one that streams a buffer of its largest write).
 static inline int switchyard_tls_io_reserve(unsigned char **buffer, size_t *capacity, size_t used, size_t extra) {
     if (*capacity - used >= extra) return 1;
     size_t wanted = *capacity * 2;
     if (wanted < used + extra) wanted = used + extra;
-    if (wanted < 17 * 1024) wanted = 17 * 1024;
     unsigned char *grown = (unsigned char *)realloc(*buffer, wanted);
     if (grown == NULL) return 0;
     *buffer = grown;
