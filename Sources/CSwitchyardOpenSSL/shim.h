@@ -134,6 +134,7 @@ static inline int switchyard_tls_io_bio_write(BIO *bio, const char *data, size_t
     switchyard_tls_io *io = (switchyard_tls_io *)BIO_get_data(bio);
     BIO_clear_retry_flags(bio);
     *written = 0;
+    if (size == 0) return 1;
     if (!switchyard_tls_io_reserve(&io->out, &io->outCapacity, io->outCount, size)) return 0;
     memcpy(io->out + io->outCount, data, size);
     io->outCount += size;
