@@ -10,6 +10,7 @@ SwitchyardTLS) against a C epoll + OpenSSL server and SwiftNIO with NIOSSL (issu
     SECONDS_PER_LOAD=1 BURST_CONNS=200 Benchmarks/tls     # a quick look
     NO_BUILD=1 Benchmarks/tls            # reuse the last build
     CPU= Benchmarks/tls                  # do not pin
+    BASELINE_ECHO_SERVER=/tmp/base/.build/release/echo-server Benchmarks/tls   # adds bsd-tls@base, libuv-tls@base
 
 What it does (the method is Benchmarks/run's, echo-bench.py, whose Server class and machine
 description it reuses):
@@ -95,6 +96,15 @@ def servers(bin_dir, certs):
         "libuv-tls": [echo, "--backend", "libuv", "--mode", "raw", *common],
     }
     extra = {"c-epoll": [str(CBIN / "c-epoll-echo"), "0"]}
+    # A baseline build of echo-server (another commit, built by hand) runs interleaved
+    # with the current one, as NAME@base, so a change is measured in one run (as in
+    # Benchmarks/run).
+    baseline = os.environ.get("BASELINE_ECHO_SERVER")
+    if baseline:
+        if not Path(baseline).is_file():
+            sys.exit(f"tls: BASELINE_ECHO_SERVER={baseline!r} is not a file")
+        for name in ["bsd-tls", "libuv-tls"]:
+            table[name + "@base"] = [baseline, *table[name][1:]]
     chosen = os.environ.get("SERVERS", " ".join(table)).split()
     for name in chosen:
         if name not in table and name not in extra:

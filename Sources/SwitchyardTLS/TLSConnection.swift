@@ -3,8 +3,10 @@ import Synchronization
 
 /// TLS over any ``Connection``, itself a ``Connection``: what is written is encrypted and
 /// written to the wrapped connection, what the wrapped connection reads is decrypted and
-/// handed to the handler. OpenSSL works on memory buffers only; the wrapped connection,
-/// of any backend, does all the I/O, on its own loop, which is this connection's loop.
+/// handed to the handler. OpenSSL works on memory buffers only (it decrypts from the bytes
+/// the wrapped connection lends and encrypts into one buffer this connection reuses); the
+/// wrapped connection, of any backend, does all the I/O, on its own loop, which is this
+/// connection's loop.
 ///
 /// ## Handshake first
 ///
@@ -392,14 +394,23 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     /// when OpenSSL has nothing left to decrypt.
     private func pump() {
         defer { publishBuffered() }
-        let readBuffer = ReadBuffer.forCurrentThread()
+        ReadBuffer.withBuffer { readBuffer in pump(into: readBuffer) }
+    }
+
+    private func pump(into readBuffer: UnsafeMutableRawBufferPointer) {
         while userReading, case .open = phase, !readEndDelivered, let session {
-            switch session.read(into: readBuffer) {
-            case .bytes(let count):
-                flushOutput()
+            let (count, stop) = session.read(into: readBuffer)
+            flushOutput()
+            if count > 0 {
                 handler?.connectionDidRead(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+                // The handler may have stopped reading or closed: the stop waits for the
+                // next pump then (the session tells it again).
+                guard userReading, case .open = phase else { break }
+            }
+            switch stop {
+            case .full:
+                continue
             case .wantsInput:
-                flushOutput()
                 if wrappedReadEnded {
                     fail(TLSErrorTable.truncated())
                 } else {
@@ -407,7 +418,6 @@ public final class TLSConnection: Connection, @unchecked Sendable {
                 }
                 return
             case .closeNotify:
-                flushOutput()
                 readEndDelivered = true
                 setWrappedReading(false)
                 handler?.connectionDidReadEnd()
@@ -448,12 +458,15 @@ public final class TLSConnection: Connection, @unchecked Sendable {
             if let completion { eventLoop.execute { completion(error) } }
             return
         }
-        guard let records = session.takeOutput() else {
+        let wrote = session.withOutput { records in
+            // One write for all of this write's records; the wrapped connection copies
+            // only what the kernel does not take at once.
+            wrapped.write(borrowing: records, completion: chained(completion))
+        }
+        if !wrote {
             // An empty write: nothing to send, done.
             if let completion { eventLoop.execute { completion(nil) } }
-            return
         }
-        wrapped.write(records, completion: chained(completion))
     }
 
     /// The user's completion behind the wrapped write's; a write cut short by this side's
@@ -471,8 +484,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
 
     /// Writes what OpenSSL produced (handshake messages, alerts, tickets, close_notify).
     private func flushOutput() {
-        guard let output = session?.takeOutput() else { return }
-        wrapped.write(output, completion: nil)
+        _ = session?.withOutput { output in wrapped.write(borrowing: output, completion: nil) }
     }
 
     // MARK: Ending
@@ -499,13 +511,15 @@ public final class TLSConnection: Connection, @unchecked Sendable {
 
     fileprivate func wrappedDidRead(_ bytes: UnsafeRawBufferPointer) {
         guard let session else { return }
-        session.feed(bytes)
-        switch phase {
-        case .handshaking: advanceHandshake()
-        case .open:
-            if userReading { pump() } else { publishBuffered() }
-        case .idle, .ending, .ended: return
+        session.lend(bytes) {
+            switch phase {
+            case .handshaking: advanceHandshake()
+            case .open: if userReading { pump() }
+            case .idle, .ending, .ended: break
+            }
         }
+        // After the loan ended: what OpenSSL left unread is held now.
+        publishBuffered()
     }
 
     fileprivate func wrappedDidReadEnd() {

@@ -62,7 +62,7 @@ public final class TLSContext: @unchecked Sendable {
         else {
             throw fileError("OpenSSL refused the protocol versions \(configuration.minimumVersion)...\(configuration.maximumVersion)")
         }
-        // Writes are whole (no partial writes: a memory BIO never pushes back), and the
+        // Writes are whole (no partial writes: the session's BIO never pushes back), and the
         // buffers OpenSSL keeps between records are released when idle.
         _ = switchyard_ssl_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
         _ = SSL_CTX_set_options(context, switchyard_ssl_op_no_renegotiation())
@@ -72,6 +72,10 @@ public final class TLSContext: @unchecked Sendable {
             // never reads it and closes makes its kernel answer with a reset (unread data
             // in the receive buffer), which the server would see instead of close_notify.
             _ = SSL_CTX_set_num_tickets(context, 0)
+            // Nor a session cache: no session is ever resumed, so every handshake would
+            // only add its session to a cache (and flush it every 255 handshakes) for
+            // nothing.
+            switchyard_ssl_ctx_disable_session_cache(context)
         }
 
         if let chain = configuration.certificateChainFile, let key = configuration.privateKeyFile {

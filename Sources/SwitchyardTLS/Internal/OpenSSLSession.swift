@@ -1,16 +1,17 @@
 internal import CSwitchyardOpenSSL
 import Switchyard
 
-/// One OpenSSL `SSL` over two memory BIOs: ciphertext from the network goes into
-/// ``feed(_:)``, ciphertext for the network comes out of ``takeOutput()``; the wrapped
-/// connection does all the I/O. Used on one thread at a time (the connection's loop), so
-/// OpenSSL's per-thread error queue read after each call is that call's.
+/// One OpenSSL `SSL` over one BIO of the shim's `switchyard_tls_io`: OpenSSL decrypts
+/// straight from the bytes the wrapped connection lends (``lend(_:_:)``) and writes its
+/// records into one reusable buffer that the caller hands to the wrapped connection
+/// (``withOutput(_:)``); the wrapped connection does all the I/O. Used on one thread at a
+/// time (the connection's loop), so OpenSSL's per-thread error queue read after each call
+/// is that call's.
 final class OpenSSLSession {
     private let ssl: OpaquePointer
-    /// Ciphertext from the peer, waiting for OpenSSL (owned by `ssl`).
-    private let inbound: OpaquePointer
-    /// Ciphertext OpenSSL wrote for the peer (owned by `ssl`).
-    private let outbound: OpaquePointer
+    /// What the BIO reads from and writes to (owned here; the BIO, owned by `ssl`, points
+    /// at it).
+    private let io: UnsafeMutablePointer<switchyard_tls_io>
     let context: TLSContext
 
     enum Progress {
@@ -19,32 +20,46 @@ final class OpenSSLSession {
         case failed(TransportError)
     }
 
-    enum ReadResult {
-        case bytes(Int)
+    /// Why a ``read(into:)`` stopped.
+    enum ReadStop {
+        /// The buffer is full; more may be waiting.
+        case full
         case wantsInput
         case closeNotify
         case failed(TransportError)
     }
 
+    /// Why the last read stopped, when it stopped with bytes in the buffer: told on the
+    /// next read, after those bytes were delivered.
+    private var deferredStop: ReadStop?
+
+    /// The BIO method, made once. `nonisolated(unsafe)`: set once (a `static let` is
+    /// initialised once, thread-safely) and only read afterwards; OpenSSL reads a
+    /// `BIO_METHOD` from any thread.
+    nonisolated(unsafe) private static let method: OpaquePointer? = switchyard_tls_io_method_new()
+
     /// A session for `context`'s role; a client's `serverName` is sent as SNI (unless it
     /// is an IP literal) and, with full verification, checked against the certificate.
     init(context: TLSContext, serverName: String?) throws(TransportError) {
         ERR_clear_error()
-        guard let ssl = SSL_new(context.context),
-            let inbound = BIO_new(BIO_s_mem()),
-            let outbound = BIO_new(BIO_s_mem())
-        else {
+        let io = UnsafeMutablePointer<switchyard_tls_io>.allocate(capacity: 1)
+        io.initialize(to: switchyard_tls_io())
+        guard let ssl = SSL_new(context.context) else {
+            io.deallocate()
             throw TransportError(
                 code: .resourceExhausted, reason: .resourceLimit,
                 message: "OpenSSL could not make a TLS session: \(OpenSSLErrors.drain().summary)")
         }
-        switchyard_bio_set_mem_eof_retry(inbound)
-        switchyard_bio_set_mem_eof_retry(outbound)
-        SSL_set_bio(ssl, inbound, outbound)
+        // From here deinit frees both.
         self.ssl = ssl
-        self.inbound = inbound
-        self.outbound = outbound
+        self.io = io
         self.context = context
+        guard let method = Self.method, let bio = switchyard_tls_io_bio_new(method, io) else {
+            throw TransportError(
+                code: .resourceExhausted, reason: .resourceLimit,
+                message: "OpenSSL could not make a TLS session's BIO: \(OpenSSLErrors.drain().summary)")
+        }
+        SSL_set_bio(ssl, bio, bio)
         let configuration = context.configuration
         if configuration.role == .client {
             SSL_set_connect_state(ssl)
@@ -71,33 +86,41 @@ final class OpenSSLSession {
         }
     }
 
-    deinit { SSL_free(ssl) }
-
-    /// Hands ciphertext from the network to OpenSSL (copied into the inbound BIO).
-    func feed(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        var offset = 0
-        while offset < bytes.count {
-            let chunk = Int32(min(bytes.count - offset, Int(Int32.max)))
-            let written = BIO_write(inbound, base + offset, chunk)
-            precondition(written > 0, "a memory BIO refused bytes (out of memory)")
-            offset += Int(written)
-        }
+    deinit {
+        SSL_free(ssl)
+        switchyard_tls_io_free(io)
+        io.deallocate()
     }
 
-    /// Ciphertext OpenSSL produced for the peer since the last call, or nil.
-    func takeOutput() -> [UInt8]? {
-        let pending = Int(BIO_ctrl_pending(outbound))
-        guard pending > 0 else { return nil }
-        return [UInt8](unsafeUninitializedCapacity: pending) { buffer, count in
-            let read = BIO_read(outbound, buffer.baseAddress, Int32(pending))
-            count = max(0, Int(read))
+    /// Runs `body` (handshake steps, reads) with `bytes`, ciphertext from the network,
+    /// readable by OpenSSL in place; what OpenSSL did not read by the end is copied and
+    /// read first next time. `bytes` is used only during the call.
+    func lend<R>(_ bytes: UnsafeRawBufferPointer, _ body: () -> R) -> R {
+        io.pointee.lent = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        io.pointee.lentCount = bytes.count
+        defer {
+            let kept = switchyard_tls_io_end_loan(io)
+            precondition(kept == 1, "out of memory for \(bytes.count) bytes of TLS input")
         }
+        return body()
+    }
+
+    /// Runs `body` with the ciphertext OpenSSL produced for the peer since the last call,
+    /// if any, then empties the buffer (`body` hands the bytes on; the buffer is reused).
+    /// Returns whether there was any.
+    func withOutput(_ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        let count = io.pointee.outCount
+        guard count > 0 else { return false }
+        body(UnsafeRawBufferPointer(start: io.pointee.out, count: count))
+        io.pointee.outCount = 0
+        return true
     }
 
     /// Bytes from the peer held here: ciphertext not yet processed, plus decrypted bytes
     /// of the current record not yet read.
-    var bufferedInboundBytes: Int { Int(BIO_ctrl_pending(inbound)) + Int(SSL_pending(ssl)) }
+    var bufferedInboundBytes: Int {
+        Int(io.pointee.heldEnd - io.pointee.heldStart) + io.pointee.lentCount + Int(SSL_pending(ssl))
+    }
 
     /// Advances the handshake with what was fed.
     func handshake() -> Progress {
@@ -110,19 +133,44 @@ final class OpenSSLSession {
         }
     }
 
-    /// Decrypts into `buffer`.
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
-        ERR_clear_error()
-        var count = 0
-        if SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &count) == 1 { return .bytes(count) }
-        switch SSL_get_error(ssl, 0) {
-        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .wantsInput
-        case SSL_ERROR_ZERO_RETURN: return .closeNotify
-        default: return .failed(failure(duringHandshake: false))
+    /// Decrypts into `buffer` what OpenSSL can, record after record, until the buffer is
+    /// full or OpenSSL stops (needs input, the peer's close_notify, an error); returns the
+    /// bytes decrypted and why it stopped. A close_notify or failure that came after some
+    /// bytes is returned with them and again, alone, by the next call: for a caller that
+    /// delivered the bytes and then could not act on it (its user stopped reading).
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> (count: Int, stop: ReadStop) {
+        if let stop = deferredStop {
+            switch stop {
+            case .closeNotify, .failed:
+                deferredStop = nil
+                return (0, stop)
+            case .full, .wantsInput:
+                deferredStop = nil
+            }
         }
+        var filled = 0
+        while filled < buffer.count {
+            ERR_clear_error()
+            var count = 0
+            if SSL_read_ex(ssl, buffer.baseAddress! + filled, buffer.count - filled, &count) == 1 {
+                filled += count
+                continue
+            }
+            let stop: ReadStop
+            switch SSL_get_error(ssl, 0) {
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: stop = .wantsInput
+            case SSL_ERROR_ZERO_RETURN: stop = .closeNotify
+            default: stop = .failed(failure(duringHandshake: false))
+            }
+            if filled > 0 {
+                deferredStop = stop
+            }
+            return (filled, stop)
+        }
+        return (filled, .full)
     }
 
-    /// Encrypts all of `bytes` (a memory BIO never pushes back, so the write is whole).
+    /// Encrypts all of `bytes` (the BIO never pushes back, so the write is whole).
     func write(_ bytes: UnsafeRawBufferPointer) -> TransportError? {
         guard bytes.count > 0 else { return nil }
         ERR_clear_error()
@@ -131,7 +179,7 @@ final class OpenSSLSession {
         return failure(duringHandshake: false)
     }
 
-    /// Queues this side's `close_notify` (take it with ``takeOutput()``).
+    /// Queues this side's `close_notify` (take it with ``withOutput(_:)``).
     func shutdown() {
         ERR_clear_error()
         _ = SSL_shutdown(ssl)
