@@ -150,7 +150,10 @@ public final class Call: @unchecked Sendable {
             if self.ended, let status = self.status {
                 // Ended before it started: the channel holds a call from before its start,
                 // so a cancel or a terminate (another call's connection broke, the network
-                // changed) can reach it first. Its handler still hears why, once.
+                // changed) can reach it first. Its handler still hears why, once. The
+                // adapter never reaches the connection, which would let go of it at the
+                // close: let go of it here (it holds the call).
+                self.adapter = nil
                 self.eventLoop.execute { handler.call(self, didCloseWith: status) }
                 return
             }
