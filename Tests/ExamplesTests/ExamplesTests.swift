@@ -10,15 +10,20 @@ func startEchoServer(backend: String, extra: [String] = []) async throws -> (ser
     let server = try Subprocess(
         try Products.path("echo-server"), ["--backend", backend, "--host", "127.0.0.1", "--port", "0"] + extra,
         name: "echo-server(\(backend))")
+    return (server, try await listeningPort(of: server, tool: "echo-server", backend: backend))
+}
+
+/// The port `server` (the tool `tool`) says it listens on in its ready line, `TOOL:
+/// listening on 127.0.0.1:PORT (backend NAME)`; kills it when the line is not that.
+func listeningPort(of server: Subprocess, tool: String, backend: String) async throws -> Int {
     do {
         let line = try await server.waitForLine(containing: "listening on")
-        // "echo-server: listening on 127.0.0.1:PORT (backend NAME)"
-        guard line.hasPrefix("echo-server: listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend))"),
+        guard line.hasPrefix("\(tool): listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend))"),
               let address = line.split(separator: " ").dropFirst(3).first,
               let colon = address.lastIndex(of: ":"),
               let port = Int(address[address.index(after: colon)...]), port > 0
         else { throw SubprocessFailure("unexpected ready line: \(line)") }
-        return (server, port)
+        return port
     } catch {
         server.killIfRunning()
         throw error

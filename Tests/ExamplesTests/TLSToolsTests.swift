@@ -252,18 +252,7 @@ func startTLSEchoServer(backend: String, certificates: TestCertificates, extra: 
         ["--backend", backend, "--host", "127.0.0.1", "--port", "0",
          "--tls-cert", certificates.path("server.pem"), "--tls-key", certificates.path("server.key")] + extra,
         name: "echo-server(\(backend), tls)")
-    do {
-        let line = try await server.waitForLine(containing: "listening on")
-        guard line.hasPrefix("echo-server: listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend)+tls)"),
-              let address = line.split(separator: " ").dropFirst(3).first,
-              let colon = address.lastIndex(of: ":"),
-              let port = Int(address[address.index(after: colon)...]), port > 0
-        else { throw SubprocessFailure("unexpected ready line: \(line)") }
-        return (server, port)
-    } catch {
-        server.killIfRunning()
-        throw error
-    }
+    return (server, try await listeningPort(of: server, tool: "echo-server", backend: "\(backend)+tls"))
 }
 
 /// Waits until something accepts TCP connects on 127.0.0.1:`port` (a peer that has no

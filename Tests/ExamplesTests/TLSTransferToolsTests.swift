@@ -101,16 +101,5 @@ func startTLSTransferServer(
         ["--dir", dir, "--backend", backend, "--host", "127.0.0.1", "--port", "0",
          "--tls-cert", certificates.path("server.pem"), "--tls-key", certificates.path("server.key")] + extra,
         name: "transfer-server(\(backend), tls)", hardTimeout: .seconds(150))
-    do {
-        let line = try await server.waitForLine(containing: "listening on")
-        guard line.hasPrefix("transfer-server: listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend)+tls)"),
-              let address = line.split(separator: " ").dropFirst(3).first,
-              let colon = address.lastIndex(of: ":"),
-              let port = Int(address[address.index(after: colon)...]), port > 0
-        else { throw SubprocessFailure("unexpected ready line: \(line)") }
-        return (server, port)
-    } catch {
-        server.killIfRunning()
-        throw error
-    }
+    return (server, try await listeningPort(of: server, tool: "transfer-server", backend: "\(backend)+tls"))
 }

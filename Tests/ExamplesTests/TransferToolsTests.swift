@@ -405,19 +405,7 @@ func startTransferServer(backend: String, dir: String) async throws -> (server: 
     let server = try Subprocess(
         try Products.path("transfer-server"), ["--dir", dir, "--backend", backend, "--host", "127.0.0.1", "--port", "0"],
         name: "transfer-server(\(backend))", hardTimeout: .seconds(150))
-    do {
-        let line = try await server.waitForLine(containing: "listening on")
-        // "transfer-server: listening on 127.0.0.1:PORT (backend NAME)"
-        guard line.hasPrefix("transfer-server: listening on 127.0.0.1:"), line.hasSuffix("(backend \(backend))"),
-              let address = line.split(separator: " ").dropFirst(3).first,
-              let colon = address.lastIndex(of: ":"),
-              let port = Int(address[address.index(after: colon)...]), port > 0
-        else { throw SubprocessFailure("unexpected ready line: \(line)") }
-        return (server, port)
-    } catch {
-        server.killIfRunning()
-        throw error
-    }
+    return (server, try await listeningPort(of: server, tool: "transfer-server", backend: backend))
 }
 
 /// The client's summary line: `sent N bytes, resent R bytes, resumes K, sha256 HEX`.
