@@ -304,6 +304,8 @@ final class TestCertificates: Sendable {
             if made == nil {
                 do {
                     made = .success(try TestCertificates())
+                    // The keys go when the test process ends.
+                    atexit { try? TestCertificates.shared().remove() }
                 } catch {
                     made = .failure(error as? SubprocessFailure ?? SubprocessFailure("\(error)"))
                 }
@@ -313,6 +315,10 @@ final class TestCertificates: Sendable {
     }
 
     func path(_ name: String) -> String { directory + "/" + name }
+
+    private func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 }
 
 /// TLS peers Switchyard did not write.

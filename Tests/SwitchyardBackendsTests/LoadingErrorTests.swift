@@ -6,13 +6,17 @@ import Testing
 
 /// Every way loading a backend library can go wrong gives a clear ``TransportError``
 /// naming the file, and nothing crashes. The wrong libraries are small C libraries built
-/// here with clang (``CFixture``).
+/// here with clang (``CFixture``), in a folder each test removes when it ends.
 @Suite("Loading a backend library: errors")
-struct LoadingErrorTests {
+final class LoadingErrorTests {
     let folder: String
 
     init() throws {
         folder = try Fixtures.temporaryFolder("loading-errors")
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     /// Loads `path` and returns the error, which must name the file.
@@ -148,6 +152,7 @@ struct LoadingErrorTests {
     @Test("SWITCHYARD_BACKEND_PATH lists lib*.so files per folder, sorted, and skips what is not there")
     func searchPath() throws {
         let second = try Fixtures.temporaryFolder("search-path")
+        defer { try? FileManager.default.removeItem(atPath: second) }
         for name in ["libb.so", "liba.so", "notlib.so", "libc.so.1", "libd.txt"] {
             try "x".write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
         }

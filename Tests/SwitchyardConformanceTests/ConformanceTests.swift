@@ -42,9 +42,11 @@ struct TLSPairArgument: Sendable, Hashable, Codable, CustomTestStringConvertible
 }
 
 /// The TLS test certificates, made once per test process (scripts/make-test-certs into a
-/// temporary directory: no key is committed).
+/// temporary directory: no key is committed). The keys go when the test process ends.
 let testCertificates: Result<String, ConformanceSelectionError> = Result { () throws(ConformanceSelectionError) in
-    try ConformanceTLS.makeTestCertificates()
+    let directory = try ConformanceTLS.makeTestCertificates()
+    atexit { _ = testCertificates.map(ConformanceTLS.removeTestCertificates) }
+    return directory
 }
 
 /// The scenarios the conformance test runs: every one, or those that

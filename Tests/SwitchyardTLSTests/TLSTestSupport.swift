@@ -25,6 +25,8 @@ enum TestCertificates {
             fatalError("cannot run \(script): \(error)")
         }
         precondition(process.terminationStatus == 0, "\(script) failed with status \(process.terminationStatus)")
+        // The keys go when the test process ends.
+        atexit { try? FileManager.default.removeItem(atPath: TestCertificates.directory) }
         return directory
     }()
 
