@@ -120,7 +120,7 @@ struct SiteReachabilityTests {
             #expect(latency > .zero && latency < .seconds(2), "\(latency)")
             #expect(log.states == [.checking, state], "\(log.states)")
             #expect(reachability.current == state)
-            #expect(server.lines.filter { $0.hasPrefix("HEAD") } == ["HEAD /generate_204 ua=Switchyard-SiteReachability/1 host=\(fixture.network.serverAddress):8080"], "\(server.lines)")
+            #expect(await server.lines(atLeast: 1, where: { $0.hasPrefix("HEAD") }) == ["HEAD /generate_204 ua=Switchyard-SiteReachability/1 host=\(fixture.network.serverAddress):8080"], "\(server.lines)")
         }
     }
 
@@ -171,7 +171,7 @@ struct SiteReachabilityTests {
             fixture.monitor.report(ConnectivityPath(category: .cellular, interface: "wwan0"))
             let checking = try await log.wait(after: first.index) { $0 == .checking }
             let second = try await log.wait(after: checking.index) { $0.isReachable }
-            #expect(server.lines.filter { $0.hasPrefix("HEAD") }.count == 2, "\(server.lines)")
+            #expect(await server.lines(atLeast: 2, where: { $0.hasPrefix("HEAD") }).count == 2, "\(server.lines)")
 
             fixture.monitor.report(.none)
             let none = try await log.wait(after: second.index) { $0 == .none }
@@ -183,7 +183,7 @@ struct SiteReachabilityTests {
             #expect(log.states.map { $0.isReachable ? "reachable" : $0.description } == [
                 "checking", "reachable", "checking", "reachable", "none", "checking", "reachable",
             ])
-            #expect(server.lines.filter { $0.hasPrefix("HEAD") }.count == 3, "\(server.lines)")
+            #expect(await server.lines(atLeast: 3, where: { $0.hasPrefix("HEAD") }).count == 3, "\(server.lines)")
         }
     }
 
@@ -267,7 +267,7 @@ struct SiteReachabilityTests {
             try await Task.sleep(for: .milliseconds(100))
             await reachability.stop()
             #expect(log.states.count == 2, "\(log.states)")
-            #expect(server.lines.filter { $0 == "accepted" }.count == 1, "\(server.lines)")
+            #expect(await server.lines(atLeast: 1, where: { $0 == "accepted" }).count == 1, "\(server.lines)")
         }
     }
 
@@ -291,7 +291,7 @@ struct SiteReachabilityTests {
             let elapsed = unreachable.at - changed
             #expect(elapsed >= timeout - .milliseconds(20) && elapsed < timeout + .milliseconds(500), "after \(elapsed)")
             #expect(log.states.count == 2, "\(log.states)")
-            #expect(server.lines.filter { $0 == "accepted" }.count == 2, "\(server.lines)")
+            #expect(await server.lines(atLeast: 2, where: { $0 == "accepted" }).count == 2, "\(server.lines)")
         }
     }
 

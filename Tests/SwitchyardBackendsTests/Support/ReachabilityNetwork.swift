@@ -229,6 +229,19 @@ else:
 
     var lines: [String] { output.text.withLock { $0 }.split(separator: "\n").map(String.init) }
 
+    /// The lines `isIncluded` selects, once there are at least `count` of them, or those
+    /// there are after `timeout`. The server prints a request before it answers, but its
+    /// output comes through a pipe that this process reads on another thread: a client
+    /// can have the answer before the line is here.
+    func lines(atLeast count: Int, where isIncluded: (String) -> Bool, timeout: Duration = .seconds(10)) async -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let selected = lines.filter(isIncluded)
+            if selected.count >= count || ContinuousClock.now >= deadline { return selected }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     func waitForLine(_ text: String, timeout: Duration = .seconds(10)) async throws {
         let deadline = ContinuousClock.now + timeout
         while !lines.contains(where: { $0.contains(text) }) {
