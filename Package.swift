@@ -243,13 +243,16 @@ let package = Package(
             ),
             dependencies: ["switchyard-conformance"]
         ),
-        // What the example tools share: the backend and TLS options (`@OptionGroup`s), and
-        // how they say an error and fail.
+        // What the example tools share: the backend and TLS options (`@OptionGroup`s), the
+        // checks of their common options, how a server tool runs until a signal stops it,
+        // and how they say an error and fail.
         .target(
             name: "ToolSupport",
             dependencies: [
-                "Switchyard", "SwitchyardBackends", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Examples/ToolSupport",
             swiftSettings: strict
@@ -260,7 +263,6 @@ let package = Package(
                 "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoServer",
@@ -293,8 +295,6 @@ let package = Package(
             dependencies: [
                 "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferServer",

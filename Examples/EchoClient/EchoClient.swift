@@ -110,21 +110,9 @@ struct EchoClient: AsyncParsableCommand {
     @OptionGroup var tlsOptions: TLSClientOptions
 
     func validate() throws {
-        guard (1...65535).contains(port) else {
-            throw ValidationError("--port \(port) is out of range: use 1...65535")
-        }
-        do {
-            try Endpoint.validate(host: host)
-        } catch {
-            throw ValidationError("--host: \(error.message)")
-        }
-        if let path {
-            do {
-                try Endpoint.validate(path: path)
-            } catch {
-                throw ValidationError("--path: \(error.message)")
-            }
-        }
+        try ToolValidation.check(port: port, listening: false)
+        try ToolValidation.check(host: host)
+        try ToolValidation.check(path: path)
         guard count >= 1 else {
             throw ValidationError("--count \(count) is out of range: each connection sends at least 1 message")
         }
@@ -146,9 +134,7 @@ struct EchoClient: AsyncParsableCommand {
         guard reconnectTimeout > 0, reconnectTimeout <= 3600 else {
             throw ValidationError("--reconnect-timeout \(reconnectTimeout) is out of range: use a number of seconds in (0, 3600]")
         }
-        if let eventLoops, !(1...1024).contains(eventLoops) {
-            throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
-        }
+        try ToolValidation.check(eventLoops: eventLoops)
         guard connectTimeout > 0, connectTimeout <= 3600 else {
             throw ValidationError("--connect-timeout \(connectTimeout) is out of range: use a number of seconds in (0, 3600]")
         }

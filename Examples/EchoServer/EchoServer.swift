@@ -47,7 +47,6 @@
 
 import ArgumentParser
 import Glibc
-import Logging
 import ServiceLifecycle
 import Switchyard
 import SwitchyardBackendKit
@@ -104,30 +103,14 @@ struct EchoServer: AsyncParsableCommand {
     @OptionGroup var tlsOptions: TLSServerOptions
 
     func validate() throws {
-        guard (0...65535).contains(port) else {
-            throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
-        }
-        do {
-            try Endpoint.validate(host: host)
-        } catch {
-            throw ValidationError("--host: \(error.message)")
-        }
-        if let path {
-            do {
-                try Endpoint.validate(path: path)
-            } catch {
-                throw ValidationError("--path: \(error.message)")
-            }
-        }
+        try ToolValidation.check(port: port, listening: true)
+        try ToolValidation.check(host: host)
+        try ToolValidation.check(path: path)
         if mode == .raw, flowControl == .on {
             throw ValidationError("--flow-control on needs --mode framed: raw mode echoes bytes, not messages, so there is nothing to flow-control")
         }
-        if let eventLoops, !(1...1024).contains(eventLoops) {
-            throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
-        }
-        guard gracePeriod >= 0, gracePeriod <= 3600 else {
-            throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
-        }
+        try ToolValidation.check(eventLoops: eventLoops)
+        try ToolValidation.check(gracePeriod: gracePeriod)
     }
 
     func run() async throws {
@@ -197,37 +180,9 @@ struct EchoServer: AsyncParsableCommand {
         // stops (last in the group, so first to stop), then the server stops accepting at
         // once and returns when its open connections have closed. A second one, or the
         // grace period running out, cancels: open connections are closed at once.
-        let readyLines = ready
-        let signals = ShutdownSignals(
-            onReady: {
-                // Only now: a signal sent after this line is always handled.
-                for line in readyLines { print(line) }
-                fflush(nil)
-            },
-            onSignal: { signal, forced in
-                let name = ShutdownSignals.name(of: signal)
-                print(forced ? "echo-server: \(name) again, stopping at once" : "echo-server: \(name), shutting down")
-                fflush(nil)
-            })
-        let group = ServiceGroup(
-            configuration: signals.configuration(
-                running: [server, lifecycleSignals], logger: Logger(label: "echo-server"),
-                maximumGracefulShutdownDuration: .milliseconds(Int64(gracePeriod * 1000))))
-        var status: Int32 = 0
-        do {
-            try await group.run()
-        } catch let forced as ForcedShutdown {
-            status = forced.exitStatus
-        } catch {
-            await transport.shutdownNow()
-            fail("\(error)")
-        }
-        announcements.cancel()
-        // Nothing is open any more (or it was just cut): the loops stop.
-        await transport.shutdownNow()
-        print("echo-server: stopped")
-        fflush(nil)
-        if status != 0 { Glibc.exit(status) }
+        await ServerRun.run(
+            tool: "echo-server", services: [server, lifecycleSignals], transport: transport, gracePeriod: gracePeriod,
+            ready: ready, whenStopped: { announcements.cancel() })
     }
 }
 

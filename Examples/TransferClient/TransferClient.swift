@@ -105,14 +105,8 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var tlsOptions: TLSClientOptions
 
     func validate() throws {
-        guard (1...65535).contains(port) else {
-            throw ValidationError("--port \(port) is out of range: use 1...65535")
-        }
-        do {
-            try Endpoint.validate(host: host)
-        } catch {
-            throw ValidationError("--host: \(error.message)")
-        }
+        try ToolValidation.check(port: port, listening: false)
+        try ToolValidation.check(host: host)
         guard reconnectTimeout > 0, reconnectTimeout <= 86_400 else {
             throw ValidationError("--reconnect-timeout \(reconnectTimeout) is out of range: use a number of seconds in (0, 86400]")
         }

@@ -25,8 +25,6 @@
 
 import ArgumentParser
 import Glibc
-import Logging
-import ServiceLifecycle
 import Switchyard
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
@@ -66,20 +64,10 @@ struct TransferServerCommand: AsyncParsableCommand {
     @OptionGroup var tlsOptions: TLSServerOptions
 
     func validate() throws {
-        guard (0...65535).contains(port) else {
-            throw ValidationError("--port \(port) is out of range: use 0...65535 (0 picks a free port)")
-        }
-        do {
-            try Endpoint.validate(host: host)
-        } catch {
-            throw ValidationError("--host: \(error.message)")
-        }
-        if let eventLoops, !(1...1024).contains(eventLoops) {
-            throw ValidationError("--event-loops \(eventLoops) is out of range: use 1...1024")
-        }
-        guard gracePeriod >= 0, gracePeriod <= 3600 else {
-            throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
-        }
+        try ToolValidation.check(port: port, listening: true)
+        try ToolValidation.check(host: host)
+        try ToolValidation.check(eventLoops: eventLoops)
+        try ToolValidation.check(gracePeriod: gracePeriod)
         guard !dir.isEmpty else {
             throw ValidationError("--dir is empty: name the folder finished files go to")
         }
@@ -125,35 +113,10 @@ struct TransferServerCommand: AsyncParsableCommand {
         // The first SIGTERM or SIGINT shuts the group down gracefully: the server stops
         // accepting at once and open transfers go on; a second one, or the end of the
         // grace period, ends them at once (what they synced stays for their senders).
-        let signals = ShutdownSignals(
-            onReady: {
-                // Only now: a signal sent after this line is always handled.
-                print("transfer-server: listening on \(server.localAddress) (backend \(transport.name))")
-                fflush(nil)
-            },
-            onSignal: { signal, forced in
-                let name = ShutdownSignals.name(of: signal)
-                print(forced ? "transfer-server: \(name) again, stopping at once" : "transfer-server: \(name), shutting down")
-                fflush(nil)
-            })
-        let group = ServiceGroup(
-            configuration: signals.configuration(
-                running: [server], logger: Logger(label: "transfer-server"),
-                maximumGracefulShutdownDuration: .milliseconds(Int64(gracePeriod * 1000))))
-        var status: Int32 = 0
-        do {
-            try await group.run()
-        } catch let forced as ForcedShutdown {
-            status = forced.exitStatus
-        } catch {
-            await transport.shutdownNow()
-            fail("\(error)")
-        }
-        await announcements.value
-        await transport.shutdownNow()
-        print("transfer-server: stopped")
-        fflush(nil)
-        if status != 0 { Glibc.exit(status) }
+        await ServerRun.run(
+            tool: "transfer-server", services: [server], transport: transport, gracePeriod: gracePeriod,
+            ready: ["transfer-server: listening on \(server.localAddress) (backend \(transport.name))"],
+            whenStopped: { await announcements.value })
     }
 }
 
