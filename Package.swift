@@ -244,8 +244,8 @@ let package = Package(
             dependencies: ["switchyard-conformance"]
         ),
         // What the example tools share: the backend and TLS options (`@OptionGroup`s), the
-        // checks of their common options, how a server tool runs until a signal stops it,
-        // and how they say an error and fail.
+        // checks of their common options, how a tool runs until a signal stops it, and how
+        // they say an error and fail.
         .target(
             name: "ToolSupport",
             dependencies: [
@@ -282,6 +282,7 @@ let package = Package(
         .executableTarget(
             name: "connectivity-monitor",
             dependencies: [
+                "ToolSupport",
                 "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -41,6 +41,7 @@ import SwitchyardNetlink
 import SwitchyardServiceLifecycle
 import SwitchyardTLS
 import Synchronization
+import ToolSupport
 
 @main
 struct ConnectivityMonitorCommand: AsyncParsableCommand {
@@ -211,11 +212,9 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             },
             onSignal: { signal, _ in reason.set(ShutdownSignals.name(of: signal)) })
         let group = ServiceGroup(configuration: signals.configuration(running: services, logger: Logger(label: "connectivity-monitor")))
-        var status: Int32 = 0
+        let status: Int32
         do {
-            try await group.run()
-        } catch let forced as ForcedShutdown {
-            status = forced.exitStatus
+            status = try await ToolRun.exitStatus(running: group)
         } catch {
             fail("\(error)")
         }

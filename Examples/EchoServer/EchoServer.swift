@@ -180,7 +180,7 @@ struct EchoServer: AsyncParsableCommand {
         // stops (last in the group, so first to stop), then the server stops accepting at
         // once and returns when its open connections have closed. A second one, or the
         // grace period running out, cancels: open connections are closed at once.
-        await ServerRun.run(
+        await ToolRun.runServer(
             tool: "echo-server", services: [server, lifecycleSignals], transport: transport, gracePeriod: gracePeriod,
             ready: ready, whenStopped: { announcements.cancel() })
     }

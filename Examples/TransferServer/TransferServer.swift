@@ -113,7 +113,7 @@ struct TransferServerCommand: AsyncParsableCommand {
         // The first SIGTERM or SIGINT shuts the group down gracefully: the server stops
         // accepting at once and open transfers go on; a second one, or the end of the
         // grace period, ends them at once (what they synced stays for their senders).
-        await ServerRun.run(
+        await ToolRun.runServer(
             tool: "transfer-server", services: [server], transport: transport, gracePeriod: gracePeriod,
             ready: ["transfer-server: listening on \(server.localAddress) (backend \(transport.name))"],
             whenStopped: { await announcements.value })
