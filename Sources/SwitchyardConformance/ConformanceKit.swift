@@ -95,7 +95,9 @@ import SwitchyardBackendKit
 ///   after the data by a reader that had not started; 71: a peer's reset ends a
 ///   connection whose reads are paused, never started or stopped, with nothing written;
 ///   72: a peer's write and close with reads stopped is reported only once reading
-///   starts, after every byte, and costs no busy loop meanwhile).
+///   starts, after every byte, and costs no busy loop meanwhile; 53: over TCP a server
+///   call that asks for nothing, its reads stopped, ends `unavailable`/`reset` when its
+///   client's call is cancelled).
 /// - E5: not applicable: handler callbacks do not throw.
 ///
 /// **F. Cancellation/close races**
