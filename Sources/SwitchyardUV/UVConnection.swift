@@ -67,9 +67,9 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVConnection?
-    /// Whether the loop's ``PausedReadWatch`` watches `descriptor` for errors (from
-    /// ``activate(accepted:)`` until the watch fires or the connection ends).
-    private var pausedWatched = false
+    /// The token of the loop's ``PausedReadWatch`` on `descriptor` (set by
+    /// ``activate(accepted:)``), until it reported; nil without one.
+    private var pausedWatch: UInt32?
     /// The handle's descriptor (libuv keeps it until the handle closes).
     private let descriptor: CInt
     /// The socket `descriptor` held when the connection was made (nil only if `fstat`
@@ -117,7 +117,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
             return false
         }
         loop.track(self, descriptor: descriptor)
-        pausedWatched = loop.pausedReadWatch?.watch(descriptor) ?? false
+        pausedWatch = loop.pausedReadWatch?.watch(descriptor)
         return true
     }
 
@@ -212,29 +212,19 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     // MARK: errors while nobody reads
 
     /// The loop's ``PausedReadWatch`` found this connection's socket in error or hung up
-    /// (libuv itself watches it only while reading or writing). Reading, the read reports
-    /// it (the bytes sent before an error first): stop watching. Not reading (never
-    /// started, stopped, or after the end of stream): `SO_ERROR` ends the connection with
-    /// that error (a peer's reset: `unavailable`/`reset`); none (a hang-up once both
-    /// directions were shut down) leaves nothing to report before a read does, so stop
-    /// watching, or the level-triggered hang-up would wake the loop at every turn. Either
-    /// way the descriptor is no longer watched after this. Call on the loop.
-    func pausedReadWatchFired() {
-        guard state.isOpen, pausedWatched else {
-            loop.pausedReadWatch?.unwatch(descriptor)
-            return
-        }
+    /// (libuv itself watches it only while reading or writing), once. Reading, the read
+    /// reports it (the bytes sent before an error first). Not reading (never started,
+    /// stopped, or after the end of stream): `SO_ERROR` ends the connection with that
+    /// error (a peer's reset: `unavailable`/`reset`); none (a hang-up once both
+    /// directions were shut down) leaves nothing to report before a read does. A `token`
+    /// that is not this connection's watch is an earlier socket's on the same descriptor
+    /// number: ignored. Call on the loop.
+    func pausedReadWatchFired(token: UInt32) {
+        guard state.isOpen, pausedWatch == token else { return }
+        pausedWatch = nil
         if !state.shouldRead, let code = try? Posix.socketError(descriptor), code != 0 {
             terminate(failure(-code, "connection to \(remoteAddress)"), deferCallbacks: false)
-            return
         }
-        stopPausedWatch()
-    }
-
-    private func stopPausedWatch() {
-        guard pausedWatched else { return }
-        pausedWatched = false
-        loop.pausedReadWatch?.unwatch(descriptor)
     }
 
     // MARK: reading
@@ -435,7 +425,8 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         guard let ending = state.end(with: error, bytesTaken: taken) else { return }
         lifecycle.connectionEnded(self)
         loop.untrack(self, descriptor: descriptor)
-        stopPausedWatch()
+        // Closing the descriptor ends the paused-read watch (see PausedReadWatch).
+        pausedWatch = nil
         if let tcp {
             self.tcp = nil
             let handle = csy_uv_tcp_handle(tcp)

@@ -241,9 +241,10 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     // MARK: connections nobody reads
 
     /// libuv found the paused-read watch's epoll instance ready (or, with `status` < 0,
-    /// failed on it): each ready connection reacts (``UVConnection/pausedReadWatchFired()``),
-    /// which ends it or stops watching it; a descriptor no connection holds any more stops
-    /// being watched. Runs in libuv's callback.
+    /// failed on it): each connection whose watch reported reacts
+    /// (``UVConnection/pausedReadWatchFired(token:)``); a report for a descriptor no
+    /// connection holds, or holds under another watch, is a socket that outlived its
+    /// connection, and is ignored. Runs in libuv's callback.
     func pausedReadWatchReady(status: CInt) {
         guard let watch = pausedReadWatch else { return }
         if status < 0 {
@@ -251,12 +252,8 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
             watch.fail()
             return
         }
-        watch.takeReady { descriptor in
-            if let connection = connectionsByDescriptor[descriptor] {
-                connection.pausedReadWatchFired()
-            } else {
-                watch.unwatch(descriptor)
-            }
+        watch.takeReady { descriptor, token in
+            connectionsByDescriptor[descriptor]?.pausedReadWatchFired(token: token)
         }
         drainDeferred()
     }

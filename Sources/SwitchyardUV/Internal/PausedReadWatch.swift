@@ -16,23 +16,29 @@ import SwitchyardBackendKit
 /// So each loop keeps one epoll instance of its own, nested in libuv's: a `uv_poll_t`
 /// watches it for readability, which epoll reports whenever one of its items is ready.
 /// Every connection adds its socket once, when it is made, with an interest in no event
-/// at all, so epoll reports only what it always reports: `EPOLLERR` and `EPOLLHUP`. A
-/// socket that is merely readable, or whose peer half-closed (a FIN, the reader's end of
-/// stream), is never reported here, so the watch costs nothing while data waits unread.
+/// but `EPOLLONESHOT`, so epoll reports only what it always reports, `EPOLLERR` and
+/// `EPOLLHUP`, and at most once. A socket that is merely readable, or whose peer
+/// half-closed (a FIN, the reader's end of stream), is never reported here, so the watch
+/// costs nothing while data waits unread, and a hang-up cannot wake the loop twice.
 /// Stopping and starting reads touches nothing here: no system call per pause or resume.
-/// What it costs: one epoll descriptor and one handle per loop, and per connection one
-/// `epoll_ctl` (`ADD`) when it is made and one (`DEL`) when it ends (closing the socket
-/// would remove it too, but not while another process holds the socket, and a stale item
-/// would report under a descriptor number a new connection may have taken). No
-/// descriptor per connection (a `dup` per connection would double the descriptors a
-/// server needs, and fail first when they run out).
 ///
-/// When the watch reports a connection (``UVConnection/pausedReadWatchFired()``): a
+/// What it costs: one epoll descriptor and one handle per loop, and one `epoll_ctl`
+/// (`ADD`) per connection, when it is made. Nothing when it ends: closing the socket's
+/// last descriptor removes it from the epoll set. If the socket outlives the connection
+/// (another process or descriptor holds it), its item stays and may report once more;
+/// each item carries a token besides the descriptor, so such a report is told from the
+/// report of a new connection that took the same descriptor number, and ignored. No
+/// descriptor per connection: a `dup` per connection would double the descriptors a
+/// server needs, and fail first when they run out.
+///
+/// When the watch reports a connection (``UVConnection/pausedReadWatchFired(token:)``): a
 /// connection that is reading leaves it to its read (which delivers what was sent before
-/// the error, then the error) and stops being watched; one that is not reading reads
-/// `SO_ERROR` and ends with that error, or, with none (a hang-up after both directions
-/// were shut down), stops being watched, since epoll would report it again at every turn
-/// and what is left to learn is the end of stream its next read reports.
+/// the error, then the error); one that is not reading (never started, stopped, or past
+/// its end of stream) reads `SO_ERROR` and ends with that error. With none (a hang-up
+/// once both directions were shut down) there is nothing to report before its next read
+/// does (the end of stream). Either way the item has fired and is not watched again: a
+/// reset after a hang-up, or after an error seen while reading, is found as before, by
+/// the next read or write.
 ///
 /// If the epoll instance cannot be made (no descriptor left when the loop starts) or a
 /// connection cannot be added, that connection (or the loop) goes without: it behaves as
@@ -73,32 +79,35 @@ final class PausedReadWatch {
         self.poll = poll
     }
 
-    /// Watches `descriptor` for errors and hang-ups; false when it cannot (the watch is
-    /// off, or `epoll_ctl` failed): the connection then goes without.
-    func watch(_ descriptor: CInt) -> Bool {
-        guard epoll >= 0 else { return false }
+    /// The token of the next watch (never 0).
+    private var nextToken: UInt32 = 1
+
+    /// Watches `descriptor` for one error or hang-up; returns the watch's token, or nil
+    /// when it cannot (the watch is off, or `epoll_ctl` failed): the connection then goes
+    /// without. The watch ends by itself: it reports once, or the socket closes.
+    func watch(_ descriptor: CInt) -> UInt32? {
+        guard epoll >= 0 else { return nil }
+        let token = nextToken
+        nextToken = nextToken == .max ? 1 : nextToken + 1
+        let data = UInt64(token) << 32 | UInt64(UInt32(bitPattern: descriptor))
         do {
-            try Posix.epollControl(epoll, Posix.epollAdd, descriptor, events: 0, data: UInt64(UInt32(bitPattern: descriptor)))
-            return true
+            try Posix.epollControl(epoll, Posix.epollAdd, descriptor, events: Posix.Events.oneShot, data: data)
+            return token
         } catch {
-            return false
+            return nil
         }
     }
 
-    /// Stops watching `descriptor` (a failure means it is not watched anyway: its socket
-    /// was closed or replaced underneath).
-    func unwatch(_ descriptor: CInt) {
-        guard epoll >= 0 else { return }
-        try? Posix.epollControl(epoll, Posix.epollDelete, descriptor, events: 0, data: 0)
-    }
-
-    /// The descriptors that are ready, handed to `body` one at a time, until none is.
-    /// Each must stop being watched, or end, in `body` (the loop is level-triggered).
-    func takeReady(_ body: (CInt) -> Void) {
+    /// The watches that reported, each handed to `body` as its descriptor and token, until
+    /// none is left (each reports once: `EPOLLONESHOT`).
+    func takeReady(_ body: (CInt, UInt32) -> Void) {
         guard epoll >= 0 else { return }
         while true {
             guard let count = try? ready.wait(on: epoll, timeoutMilliseconds: 0) else { return }
-            for index in 0..<count { body(CInt(bitPattern: UInt32(truncatingIfNeeded: ready[index].data))) }
+            for index in 0..<count {
+                let data = ready[index].data
+                body(CInt(bitPattern: UInt32(truncatingIfNeeded: data)), UInt32(truncatingIfNeeded: data >> 32))
+            }
             if count < ready.capacity { return }
         }
     }
