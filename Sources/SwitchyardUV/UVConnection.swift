@@ -222,9 +222,15 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     func pausedReadWatchFired(token: UInt32) {
         guard state.isOpen, pausedWatch == token else { return }
         pausedWatch = nil
-        if !state.shouldRead, let code = try? Posix.socketError(descriptor), code != 0 {
-            terminate(failure(-code, "connection to \(remoteAddress)"), deferCallbacks: false)
+        guard !state.shouldRead else { return }
+        let code: CInt
+        do {
+            code = try Posix.socketError(descriptor)
+        } catch {
+            // No socket there any more: `failure` tells a reclaimed descriptor.
+            code = error.errno
         }
+        if code != 0 { terminate(failure(-code, "connection to \(remoteAddress)"), deferCallbacks: false) }
     }
 
     // MARK: reading

@@ -55,7 +55,7 @@ final class PausedReadWatch {
     private var ready = EpollReadyEvents(capacity: 16)
 
     /// Makes the epoll instance and starts libuv's watch on it; without either, the watch
-    /// is off (``watch(_:)`` returns false). `owner` is told of each ready descriptor.
+    /// is off (``watch(_:)`` returns nil). `owner` is told when a watch reports.
     init(loop: UnsafeMutablePointer<uv_loop_t>, owner: UVEventLoop) {
         guard let epoll = try? Posix.epollCreate() else { return }
         let poll = UnsafeMutablePointer<uv_poll_t>.allocate(capacity: 1)
