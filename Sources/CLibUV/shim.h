@@ -30,6 +30,7 @@ static inline uv_handle_t *csy_uv_tcp_handle(uv_tcp_t *tcp) { return (uv_handle_
 static inline uv_stream_t *csy_uv_tcp_stream(uv_tcp_t *tcp) { return (uv_stream_t *)tcp; }
 static inline uv_handle_t *csy_uv_async_handle(uv_async_t *async) { return (uv_handle_t *)async; }
 static inline uv_handle_t *csy_uv_timer_handle(uv_timer_t *timer) { return (uv_handle_t *)timer; }
+static inline uv_handle_t *csy_uv_poll_handle(uv_poll_t *poll) { return (uv_handle_t *)poll; }
 static inline uv_req_t *csy_uv_getaddrinfo_req(uv_getaddrinfo_t *request) { return (uv_req_t *)request; }
 
 /// The descriptor under a TCP handle, or a negative libuv error (UV_EBADF when closed).

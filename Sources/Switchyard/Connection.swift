@@ -64,6 +64,13 @@ public protocol Connection: AnyObject, Sendable {
 
     /// Stops reading from the network. Already-read bytes may still be delivered in the
     /// callback that is running now, none after it returns.
+    ///
+    /// The connection is still watched for errors: a peer's reset (or the kernel giving
+    /// up) ends it with ``ConnectionHandler/connectionDidClose(error:)`` (`unavailable`,
+    /// reason `reset`, ...) while reads are stopped, or were never started, with no write
+    /// pending, and without any read or write from the owner. A peer's plain close (end
+    /// of stream) is not reported until reading starts again, after every byte the peer
+    /// sent before it.
     func stopReading()
 
     /// Writes bytes; `completion` runs on the loop once they are all in the kernel, or

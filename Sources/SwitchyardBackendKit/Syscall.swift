@@ -124,6 +124,8 @@ public enum Posix {
         public static let error = EPOLLERR.rawValue
         public static let hangup = EPOLLHUP.rawValue
         public static let readHangup = EPOLLRDHUP.rawValue
+        /// A flag, not an event: the registration reports once, then waits for a `MOD`.
+        public static let oneShot = EPOLLONESHOT.rawValue
     }
 
     // MARK: sockets

@@ -91,7 +91,13 @@ import SwitchyardBackendKit
 ///   (7, 15, 32 and 61; 52: a write to a
 ///   half-open peer ends cleanly, never `SIGPIPE`). E4 (40: a descriptor reclaimed by
 ///   `dup2` or `ss -K` ends the call `reclaimed`). E6 (7, 24, 30–32 and their IPv6
-///   versions). E7 (1, 10; 55). E8 (6).
+///   versions). E7 (1, 10; 55). E8 (6: a peer's write and close found
+///   after the data by a reader that had not started; 71: a peer's reset ends a
+///   connection whose reads are paused, never started or stopped, with nothing written;
+///   72: a peer's write and close with reads stopped is reported only once reading
+///   starts, after every byte, and costs no busy loop meanwhile; 53: over TCP a server
+///   call that asks for nothing, its reads stopped, ends `unavailable`/`reset` when its
+///   client's call is cancelled).
 /// - E5: not applicable: handler callbacks do not throw.
 ///
 /// **F. Cancellation/close races**
@@ -265,6 +271,8 @@ public enum ConformanceKit {
         .tlsMissingClientCertificate,          // 68
         .tlsPlaintextClient,                   // 69
         .tlsPlaintextServer,                   // 70
+        .resetWhileReadsPaused,                // 71
+        .peerCloseWhileReadsStopped,           // 72
     ]
 
     /// The scenario named `name`, if any.

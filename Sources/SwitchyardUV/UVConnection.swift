@@ -9,7 +9,11 @@ import SwitchyardBackendKit
 ///
 /// **Reads** are demand-driven: `uv_read_start` on ``startReading()``, `uv_read_stop` on
 /// ``stopReading()``. The alloc callback hands libuv the loop's one read buffer, and the
-/// bytes go to the handler borrowed, so a read allocates nothing.
+/// bytes go to the handler borrowed, so a read allocates nothing. libuv watches a stream
+/// only while it reads or writes, so the loop's ``PausedReadWatch`` watches every
+/// connection's socket for errors besides (added once when the connection is made):
+/// a peer's reset still ends a connection nobody reads, with no system call per
+/// pause or resume.
 ///
 /// **Writes.** With nothing queued, a write goes out at once with `send`/`sendmsg` on the
 /// handle's descriptor (`MSG_NOSIGNAL | MSG_DONTWAIT`; the toolkit's ``Posix`` calls), and
@@ -63,6 +67,9 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
     /// holds the object until the handle is closed.
     private var tcp: UnsafeMutablePointer<uv_tcp_t>?
     private var keepAlive: UVConnection?
+    /// The token of the loop's ``PausedReadWatch`` on `descriptor` (set by
+    /// ``activate(accepted:)``), until it reported; nil without one.
+    private var pausedWatch: UInt32?
     /// The handle's descriptor (libuv keeps it until the handle closes).
     private let descriptor: CInt
     /// The socket `descriptor` held when the connection was made (nil only if `fstat`
@@ -110,6 +117,7 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
             return false
         }
         loop.track(self, descriptor: descriptor)
+        pausedWatch = loop.pausedReadWatch?.watch(descriptor)
         return true
     }
 
@@ -199,6 +207,30 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         let unknown = TransportError(code: .internal, reason: .ioError, message: "watching \(remoteAddress): libuv's epoll_ctl failed")
         let checked = identity.connectionError(unknown, descriptor: descriptor)
         if checked.reason == .reclaimed { terminate(checked, deferCallbacks: false) }
+    }
+
+    // MARK: errors while nobody reads
+
+    /// The loop's ``PausedReadWatch`` found this connection's socket in error or hung up
+    /// (libuv itself watches it only while reading or writing), once. Reading, the read
+    /// reports it (the bytes sent before an error first). Not reading (never started,
+    /// stopped, or after the end of stream): `SO_ERROR` ends the connection with that
+    /// error (a peer's reset: `unavailable`/`reset`); none (a hang-up once both
+    /// directions were shut down) leaves nothing to report before a read does. A `token`
+    /// that is not this connection's watch is an earlier socket's on the same descriptor
+    /// number: ignored. Call on the loop.
+    func pausedReadWatchFired(token: UInt32) {
+        guard state.isOpen, pausedWatch == token else { return }
+        pausedWatch = nil
+        guard !state.shouldRead else { return }
+        let code: CInt
+        do {
+            code = try Posix.socketError(descriptor)
+        } catch {
+            // No socket there any more: `failure` tells a reclaimed descriptor.
+            code = error.errno
+        }
+        if code != 0 { terminate(failure(-code, "connection to \(remoteAddress)"), deferCallbacks: false) }
     }
 
     // MARK: reading
@@ -399,6 +431,8 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         guard let ending = state.end(with: error, bytesTaken: taken) else { return }
         lifecycle.connectionEnded(self)
         loop.untrack(self, descriptor: descriptor)
+        // Closing the descriptor ends the paused-read watch (see PausedReadWatch).
+        pausedWatch = nil
         if let tcp {
             self.tcp = nil
             let handle = csy_uv_tcp_handle(tcp)

@@ -73,6 +73,10 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// descriptor before each change of what libuv watches (see ``UVConnection``).
     let epollGuarded: Bool
 
+    /// Reports the errors of connections that nobody reads (see ``PausedReadWatch``); nil
+    /// only until the initializer made it, and after the loop's last task closed it.
+    private(set) var pausedReadWatch: PausedReadWatch?
+
     /// Scratch buffers for gathered writes (libuv copies them into its request).
     let writeBuffers: UnsafeMutablePointer<uv_buf_t>
     static let writeBufferCount = 64
@@ -108,6 +112,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         epollGuarded = guardSlot >= 0 && csy_epoll_guard_is_active() == 1
         // Unretained: the loop object outlives its thread (the group joins before release).
         async.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        pausedReadWatch = PausedReadWatch(loop: loop, owner: self)
         try startThread(name: name)
     }
 
@@ -119,6 +124,8 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
             }
         } catch {
             csy_epoll_guard_unregister(guardSlot)
+            pausedReadWatch?.close()
+            pausedReadWatch = nil
             uv_close(csy_uv_async_handle(async), nil)
             _ = uv_run(loop, UV_RUN_DEFAULT)
             _ = uv_loop_close(loop)
@@ -231,8 +238,29 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         if ended { drainDeferred() }
     }
 
+    // MARK: connections nobody reads
+
+    /// libuv found the paused-read watch's epoll instance ready (or, with `status` < 0,
+    /// failed on it): each connection whose watch reported reacts
+    /// (``UVConnection/pausedReadWatchFired(token:)``); a report for a descriptor no
+    /// connection holds, or holds under another watch, is a socket that outlived its
+    /// connection, and is ignored. Runs in libuv's callback.
+    func pausedReadWatchReady(status: CInt) {
+        guard let watch = pausedReadWatch else { return }
+        if status < 0 {
+            // libuv stopped the handle; connections go without from now on.
+            watch.fail()
+            return
+        }
+        watch.takeReady { descriptor, token in
+            connectionsByDescriptor[descriptor]?.pausedReadWatchFired(token: token)
+        }
+        drainDeferred()
+    }
+
     /// The handles open on this loop that are not closing (`uv_walk`), the loop's own
-    /// wake-up handle included. Call on the loop.
+    /// wake-up handle (and the paused-read watch's, ``PausedReadWatch``) included. Call on
+    /// the loop.
     func openHandleCount() -> Int {
         var count = 0
         uv_walk(loop, { handle, argument in
@@ -250,6 +278,8 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
         runTasks()
         localStopped = true
         runTasks()
+        pausedReadWatch?.close()
+        pausedReadWatch = nil
         uv_close(csy_uv_async_handle(async), nil)
         var leaked = 0
         uv_walk(loop, { handle, argument in

@@ -91,8 +91,8 @@ public final class UVTransport: LifecycleTransport {
     public var loopCloseResults: [Int32]? { group.closeResults }
 
     /// The libuv handles open on each loop (`uv_walk`, handles already closing not
-    /// counted), for leak checks such as `Benchmarks/churn` and the churn tests: one per
-    /// loop (its wake-up) when no connection, listener or connect is open, plus one per
+    /// counted), for leak checks such as `Benchmarks/churn` and the churn tests: two per
+    /// loop (its wake-up, and its paused-read watch) when no connection, listener or connect is open, plus one per
     /// open connection, listener and connect in progress (and its timer, if any). Hops to
     /// each loop and waits for it; `nil` for a loop that has stopped.
     public func openHandleCounts() async -> [Int?] {

@@ -136,6 +136,97 @@ extension ConformanceScenario {
     }
 }
 
+extension ConformanceScenario {
+    /// 71. A peer's reset reaches a connection whose reads are paused.
+    public static let resetWhileReadsPaused = ConformanceScenario(
+        "A peer's reset ends a connection whose reads are paused (never started, or started and stopped) with unavailable (reset) within 5 s, with nothing written or read",
+        checklist: ["E8", "E1", "C2"], timeLimit: .seconds(60)
+    ) { context in
+        for stopped in [false, true] {
+            let variant = stopped ? "reads started, then stopped" : "reads never started"
+            let (client, server) = try await context.connectedRawPair()
+            _ = RecordingHandler(on: client)
+            let events = RecordingHandler(on: server)
+            var delivered = 0
+            if stopped {
+                server.startReading()
+                let first = ConformancePattern.bytes(count: 100, seed: 71)
+                try context.expectEqual(try await context.write(first, on: client), nil, "the client's first write (\(variant))")
+                try await context.waitUntil(seconds: 5, "the server read the client's first 100 bytes (\(variant); it has \(events.byteCount))") { events.byteCount >= 100 }
+                server.stopReading()
+                try await context.barrier(on: server.eventLoop, "after stopReading")
+                delivered = 100
+            }
+            if context.listensOnPaths {
+                // A Unix-domain socket has no reset: its close resets the peer only when
+                // data the peer sent is left unread. The server's write (complete before
+                // the reset: nothing pending) is what the client leaves unread.
+                let unread = try await context.write(ConformancePattern.bytes(count: 100, seed: 710), on: server)
+                try context.expect(unread == nil, "the server's write the client leaves unread failed: \(unread!)")
+            }
+            try context.expectEqual(server.pendingWriteBytes, 0, "the server's pending write bytes before the reset (\(variant))")
+            let reset = ContinuousClock.now
+            client.reset()
+            try await context.waitUntil(seconds: 5, "the server, \(variant), heard connectionDidClose after the client reset (it has neither read nor written since)") {
+                !events.snapshot.closes.isEmpty
+            }
+            context.record("detected, \(variant)", ContinuousClock.now - reset)
+            try await Task.sleep(for: .milliseconds(50))
+            let seen = events.snapshot
+            try context.expectEqual(seen.closes.count, 1, "connectionDidClose calls after the peer reset (\(variant))")
+            try context.expectError(seen.closes[0], code: .unavailable, reason: .reset, "connectionDidClose after the peer reset (\(variant))")
+            try context.expectEqual(seen.bytes.count, delivered, "bytes delivered to the server (\(variant))")
+            try context.expectEqual(seen.readEnds, 0, "end-of-stream events on the server (\(variant))")
+            try context.expect(seen.offLoopCalls.isEmpty, "handler callbacks ran off the connection's event loop: \(seen.offLoopCalls)")
+            server.close()
+        }
+    }
+
+    /// 72. A peer's write and close, with reads stopped: nothing is lost or reported early.
+    public static let peerCloseWhileReadsStopped = ConformanceScenario(
+        "When the peer writes and closes while reads are stopped, nothing is reported and the loop stays idle until reading starts again, then every byte and end of stream arrive, with no error",
+        checklist: ["E8", "D3", "C2", "C6"], timeLimit: .seconds(60)
+    ) { context in
+        let (client, server) = try await context.connectedRawPair()
+        _ = RecordingHandler(on: client)
+        let events = RecordingHandler(on: server)
+        server.startReading()
+        let first = ConformancePattern.bytes(count: 100, seed: 72)
+        try context.expectEqual(try await context.write(first, on: client), nil, "the client's first write")
+        try await context.waitUntil(seconds: 5, "the server read the client's first 100 bytes (it has \(events.byteCount))") { events.byteCount >= 100 }
+        server.stopReading()
+        try await context.barrier(on: server.eventLoop, "after stopReading")
+
+        let last = ConformancePattern.bytes(count: 5000, seed: 720)
+        try context.expectEqual(try await context.write(last, on: client), nil, "the client's last write")
+        client.close()
+        // The close (a FIN) waits behind the unread bytes: nothing to report, and nothing
+        // to spin on, until the server reads.
+        try await Task.sleep(for: .milliseconds(100))
+        let cpuBefore = processCPUTime()
+        let wallBefore = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(400))
+        let cpu = processCPUTime() - cpuBefore
+        let wall = ContinuousClock.now - wallBefore
+        try context.expect(cpu < wall * 0.5, "the process used \(cpu) of CPU in \(wall) while the peer's close waited unread: a busy loop")
+        var seen = events.snapshot
+        try context.expectEqual(seen.bytes.count, 100, "bytes delivered with reads stopped, 500 ms after the peer wrote and closed")
+        try context.expectEqual(seen.readEnds, 0, "end-of-stream events with reads stopped")
+        try context.expectEqual(seen.closes.count, 0, "connectionDidClose calls with reads stopped after the peer closed (its close is an end of stream, not an error, and the server may still write)")
+
+        server.startReading()
+        try await context.waitUntil(seconds: 5, "the server read the last bytes and the end of stream (it has \(events.byteCount) bytes, \(events.snapshot.readEnds) ends)") {
+            events.snapshot.readEnds == 1
+        }
+        seen = events.snapshot
+        try context.expectBytes(seen.bytes, first + last, "what the server read, across the stop, up to the end of stream")
+        try context.expectEqual(seen.lateBytes, 0, "bytes delivered after the end of stream")
+        try context.expect(seen.closes.allSatisfy { $0 == nil }, "connectionDidClose with an error after a peer's plain close: \(seen.closes)")
+        try context.expect(seen.offLoopCalls.isEmpty, "handler callbacks ran off the connection's event loop: \(seen.offLoopCalls)")
+        server.close()
+    }
+}
+
 extension ConformanceContext {
     /// Writes 1 KiB every 10 ms until a write fails (at most 200); returns that error.
     func writeUntilFailure(on connection: any Connection, _ what: String, file: String = #fileID, line: Int = #line) async throws -> TransportError {

@@ -13,9 +13,12 @@ import SwitchyardBackendKit
 /// and queued writes leave gathered in one `sendmsg` (with `MSG_NOSIGNAL`: a peer that
 /// went away is `unavailable`/`reset`, never a SIGPIPE).
 ///
-/// The descriptor is in the loop's epoll set only while it waits for something (reads
-/// asked for, or writes queued): a hang-up nobody waits for cannot spin the loop, and it
-/// is found by the next read or write.
+/// The descriptor is in the loop's epoll set from the start, waiting for input while
+/// reads are asked for and for output while writes are queued, and otherwise for nothing
+/// at all: epoll still reports errors and hang-ups, so a peer's reset ends a connection
+/// nobody reads (``endWithPendingError()``). A hang-up with no error (the peer closed,
+/// nothing left unread at its end) takes it out of the set until reading or writing
+/// needs it, so it cannot spin the loop; the next read reports it as end of stream.
 ///
 /// ``reset()``: Unix-domain sockets have no reset. The connection closes; the peer sees
 /// `unavailable`/`reset` (the kernel's `ECONNRESET`) when data it sent was left unread
@@ -38,6 +41,10 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
     @exclusivity(unchecked) var state = ConnectionStateMachine()
     /// The loop's watch and the events it waits for; nil while not in the epoll set.
     private var watch: (number: UInt64, events: UInt32)?
+    /// A hang-up came with no error while the connection waited for nothing: it stays out
+    /// of the epoll set while it waits for nothing (epoll would report the hang-up again
+    /// at every wait).
+    private var hungUp = false
     /// Completions of writes a flush finished, run once the state settled (reused).
     var finishedWrites: [WriteCompletion] = []
 
@@ -59,6 +66,8 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
             socket.take()?.close()
             throw TransportError.transportShutdown()
         }
+        // In the set from the start, waiting for nothing: errors and hang-ups still come.
+        updateInterest()
     }
 
     /// Closes a connection whose loop stopped before it got there: nothing else has it.
@@ -105,13 +114,23 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
         }
         if events & (Posix.Events.input | Posix.Events.readHangup | trouble) != 0, state.shouldRead {
             readAvailable()
+        } else if events & trouble != 0, state.writes.isEmpty {
+            // Not reading, nothing to write: a reset ends the connection now; a hang-up
+            // waits for the next read.
+            if endWithPendingError() { return }
+            hungUp = true
+            if let watch {
+                loop.unwatch(descriptor, watch: watch.number)
+                self.watch = nil
+            }
         }
     }
 
     // MARK: interest
 
-    /// Puts the descriptor in the epoll set for what the connection waits for, changes
-    /// it, or takes it out when it waits for nothing.
+    /// Puts the descriptor in the epoll set for what the connection waits for, or changes
+    /// it; waiting for nothing, it stays in with no interest (errors and hang-ups still
+    /// come), unless a hang-up came already, which takes it out.
     func updateInterest() {
         guard state.isOpen else { return }
         var wanted: UInt32 = 0
@@ -120,8 +139,9 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
         do {
             switch (watch, wanted) {
             case (nil, 0):
-                return
-            case (let current?, 0):
+                guard !hungUp else { return }
+                watch = (try loop.watch(descriptor, events: 0, by: self), 0)
+            case (let current?, 0) where hungUp:
                 loop.unwatch(descriptor, watch: current.number)
                 watch = nil
             case (nil, _):
