@@ -75,6 +75,19 @@ final class CompletionLog: Sendable {
     var lastCompletion: ContinuousClock.Instant { bytes.withLock { $0.last } }
 }
 
+extension ConformanceContext {
+    /// Waits `duration` and fails if the process used half a core or more meanwhile: a
+    /// busy loop while `what` (everything waits, so a backend should use next to none).
+    func expectNoBusyLoop(for duration: Duration, while what: String, file: String = #fileID, line: Int = #line) async throws {
+        let cpuBefore = processCPUTime()
+        let wallBefore = ContinuousClock.now
+        try await Task.sleep(for: duration)
+        let cpu = processCPUTime() - cpuBefore
+        let wall = ContinuousClock.now - wallBefore
+        try expect(cpu < wall * 0.5, "the process used \(cpu) of CPU in \(wall) while \(what): a busy loop", file: file, line: line)
+    }
+}
+
 /// CPU time (user + system) the process has used.
 func processCPUTime() -> Duration {
     var usage = rusage()
