@@ -14,6 +14,8 @@ let package = Package(
     name: "switchyard",
     products: [
         .library(name: "Switchyard", targets: ["Switchyard"]),
+        .library(name: "SwitchyardCalls", targets: ["SwitchyardCalls"]),
+        .library(name: "SwitchyardReachability", targets: ["SwitchyardReachability"]),
         .library(name: "SwitchyardBackendKit", targets: ["SwitchyardBackendKit"]),
         .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
         .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
@@ -58,7 +60,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
-        // The core: protocols, value types, errors, the registry. No libc, no Foundation.
+        // The core: the contracts (transport, connection, listener, endpoints, errors, the
+        // event-loop protocol, connectivity, lifecycle) and the backend registry. No libc, no
+        // Foundation (scripts/check-core-imports).
         .target(
             name: "Switchyard",
             dependencies: [
@@ -66,6 +70,25 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
+            swiftSettings: strict
+        ),
+        // Channels and calls over any Connection: framing, metadata, flow control, the call
+        // server. Kept out of the core: no backend uses them, and every backend library
+        // loaded at run time carries its own copy of the core.
+        .target(
+            name: "SwitchyardCalls",
+            dependencies: [
+                "Switchyard",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strict
+        ),
+        // SiteReachability: reachable means a real request over a transport succeeded.
+        .target(
+            name: "SwitchyardReachability",
+            dependencies: ["Switchyard"],
             swiftSettings: strict
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
@@ -82,7 +105,6 @@ let package = Package(
             dependencies: [
                 "Switchyard", "CSwitchyardPosix", "CSwitchyardBackendABI",
                 .product(name: "DequeModule", package: "swift-collections"),
-                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -92,7 +114,7 @@ let package = Package(
             name: "SwitchyardBSD",
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
-                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),
@@ -117,7 +139,6 @@ let package = Package(
             name: "SwitchyardUV",
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix", "CSwitchyardEpollGuard",
-                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),
@@ -132,7 +153,7 @@ let package = Package(
         // its copies (Swift's are protected anyway; this covers the C shims').
         .target(
             name: "SwitchyardBSDLoadedFixture",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD"],
+            dependencies: ["SwitchyardBackendKit", "SwitchyardBSD"],
             path: "Tests/Fixtures/BSDLoaded",
             swiftSettings: strict,
             linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
@@ -143,7 +164,6 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -159,6 +179,7 @@ let package = Package(
         .target(
             name: "SwitchyardServiceLifecycle",
             dependencies: [
+                "SwitchyardCalls", "SwitchyardReachability",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -173,6 +194,7 @@ let package = Package(
         .target(
             name: "SwitchyardTransfer",
             dependencies: [
+                "SwitchyardCalls",
                 "Switchyard", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -195,7 +217,7 @@ let package = Package(
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         // The kit's TLS pairs (TransportBackend.tls over its backends) and the test
@@ -260,6 +282,7 @@ let package = Package(
         .executableTarget(
             name: "echo-server",
             dependencies: [
+                "SwitchyardCalls",
                 "ToolSupport",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -271,6 +294,7 @@ let package = Package(
         .executableTarget(
             name: "echo-client",
             dependencies: [
+                "SwitchyardCalls",
                 "ToolSupport",
                 "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -282,6 +306,7 @@ let package = Package(
         .executableTarget(
             name: "connectivity-monitor",
             dependencies: [
+                "SwitchyardReachability",
                 "ToolSupport",
                 "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -295,7 +320,7 @@ let package = Package(
             name: "transfer-server",
             dependencies: [
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferServer",
@@ -304,8 +329,9 @@ let package = Package(
         .executableTarget(
             name: "transfer-client",
             dependencies: [
+                "SwitchyardCalls",
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
+                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
                 "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -316,7 +342,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardTests",
-            dependencies: ["Switchyard"],
+            dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard"],
             swiftSettings: strict
         ),
         // A new user's program that bootstraps swift-log and swift-metrics, makes a
@@ -336,6 +362,7 @@ let package = Package(
         .testTarget(
             name: "ObservabilityTests",
             dependencies: [
+                "SwitchyardCalls",
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardMemory",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
@@ -351,12 +378,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardBSDTests",
-            dependencies: ["Switchyard", "SwitchyardBSD", "SwitchyardBackendKit"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBSD", "SwitchyardBackendKit"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardUVTests",
-            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardBackendKit"],
+            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardBackendKit", "CLibUV", "CSwitchyardEpollGuard", "CSwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -366,16 +393,27 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardTransferTests",
-            dependencies: ["Switchyard", "SwitchyardTransfer", "SwitchyardBackends", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardTransfer", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardServiceLifecycleTests",
             dependencies: [
+                "SwitchyardCalls", "SwitchyardReachability",
                 "Switchyard", "SwitchyardMemory", "SwitchyardServiceLifecycle",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardCallsTests",
+            dependencies: ["Switchyard", "SwitchyardCalls", "SwitchyardMemory"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardReachabilityTests",
+            dependencies: ["Switchyard", "SwitchyardReachability", "SwitchyardMemory", "SwitchyardBackends"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -401,7 +439,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardTLSTests",
-            dependencies: ["Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
+            dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
@@ -415,14 +453,15 @@ let package = Package(
         .testTarget(
             name: "DocumentationTests",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardBSD", "SwitchyardUV",
+                "SwitchyardCalls", "SwitchyardReachability",
+                "Switchyard", "SwitchyardBackends", "SwitchyardBSD", "SwitchyardUV",
                 "SwitchyardMemory", "SwitchyardNetlink", "SwitchyardConformance",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "ExamplesTests",
-            dependencies: ["Switchyard", .product(name: "Subprocess", package: "swift-subprocess")],
+            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
             exclude: ["reconnect-across-switch.sh"],
             swiftSettings: strict
         ),

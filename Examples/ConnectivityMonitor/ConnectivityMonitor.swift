@@ -36,6 +36,7 @@ import Glibc
 import Logging
 import ServiceLifecycle
 import Switchyard
+import SwitchyardReachability
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle

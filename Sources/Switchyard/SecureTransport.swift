@@ -1,7 +1,7 @@
 /// A ``Transport`` whose connections are TLS: encrypted, and authenticated as the host
 /// connected to. The core speaks no TLS itself; a TLS layer (SwitchyardTLS's
 /// `TLSTransport`) declares it, and code in the core that must not send plaintext, such
-/// as ``SiteReachability`` probing an `https` URL, checks for it.
+/// as SwitchyardReachability's `SiteReachability` probing an `https` URL, checks for it.
 ///
 /// ## Contract
 ///

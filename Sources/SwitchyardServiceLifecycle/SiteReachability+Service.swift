@@ -1,5 +1,6 @@
 public import ServiceLifecycle
-public import Switchyard
+import Switchyard
+public import SwitchyardReachability
 
 /// A ``Switchyard/SiteReachability`` as a `Service`: background work (a probe at start
 /// and on every change the monitor reports) that runs until the group stops it.

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 /// The receiver's syncs and `ack`s, behind its writes: the receiving loop tells it each
 /// offset it has written through (``wrote(through:)``), and a task off the event loop

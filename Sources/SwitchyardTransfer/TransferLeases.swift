@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 import Synchronization
 
 /// One receiving call per transfer id at a time: a new call for an id ends the one that

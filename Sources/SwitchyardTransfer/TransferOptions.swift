@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 /// Settings of a ``Transfer`` (the sending side).
 public struct TransferOptions: Sendable {
@@ -43,5 +44,5 @@ public struct TransferOptions: Sendable {
     var effectiveChunkSize: Int { max(1, min(chunkSize, window / 2)) }
 
     /// The calls' options: flow control on.
-    var callOptions: CallOptions { CallOptions(enableFlowControl: true) }
+    var callOptions: CallConfiguration { CallConfiguration(enableFlowControl: true) }
 }

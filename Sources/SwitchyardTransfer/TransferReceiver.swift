@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 /// The receiving end of one transfer call (the protocol's steps are in
 /// ``TransferMessage``): answers the offer, writes chunks through the storage while a

@@ -1,4 +1,5 @@
 public import ServiceLifecycle
+import SwitchyardCalls
 
 /// A ``TransferServer`` as a `Service`, with its ``Switchyard/CallServer``'s semantics:
 /// graceful shutdown stops accepting at once (``TransferServer/close()``) and lets open

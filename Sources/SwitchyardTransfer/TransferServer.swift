@@ -1,4 +1,5 @@
 public import Switchyard
+import SwitchyardCalls
 import Synchronization
 
 /// The receiving side of resumable transfers: a ``CallServer`` whose calls speak the

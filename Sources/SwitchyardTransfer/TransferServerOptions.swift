@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 /// Settings of a ``TransferServer``.
 public struct TransferServerOptions: Sendable {
@@ -18,7 +19,7 @@ public struct TransferServerOptions: Sendable {
     }
 
     /// The calls' options: flow control on, messages up to a chunk plus its header.
-    var callOptions: CallOptions {
-        CallOptions(enableFlowControl: true, maximumMessageSize: maximumChunkSize + 64)
+    var callOptions: CallConfiguration {
+        CallConfiguration(enableFlowControl: true, maximumMessageSize: maximumChunkSize + 64)
     }
 }

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 /// One send of a ``Transfer``: the sender's half of the protocol (``TransferMessage``)
 /// and the retry loop around it. Used by one task only.

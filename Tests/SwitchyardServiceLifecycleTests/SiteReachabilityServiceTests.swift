@@ -1,6 +1,7 @@
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Switchyard
+import SwitchyardReachability
 import SwitchyardMemory
 import SwitchyardServiceLifecycle
 import Testing

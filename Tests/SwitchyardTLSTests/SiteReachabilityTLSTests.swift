@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardReachability
 import SwitchyardTLS
 import Synchronization
 import Testing

@@ -58,7 +58,7 @@ import Synchronization
 ///   resume ends a new call fails at once with the same error, without connecting.
 ///   After resume the next call connects afresh.
 /// - **Call servers** started with a lifecycle
-///   (``CallServer/start(transport:on:options:lifecycle:policy:makeHandler:)``) listen on a
+///   (SwitchyardCalls' `CallServer.start(transport:on:options:lifecycle:policy:makeHandler:)`) listen on a
 ///   ``SuspendableListener``; under `.close` their open calls end with `unavailable`,
 ///   reason `suspended` (the peer sees its connection reset), under `.keep` they go on.
 /// - **Registrations** end with ``LifecycleRegistration/cancel()`` (the lifecycle stops
@@ -184,7 +184,7 @@ public final class Lifecycle: Sendable {
     /// suspend begins (for both policies), `didResume` when a resume ends (`.keep` only:
     /// a `.close` connection is gone by then). Both run on the task that suspends or
     /// resumes, which awaits them, not on the connection's loop: hop there
-    /// (``EventLoop/execute(_:)``) and await the hop to touch loop-confined state.
+    /// (``TransportEventLoop/execute(_:)``) and await the hop to touch loop-confined state.
     @discardableResult
     public func register(
         _ connection: any Connection, policy: SuspendPolicy,
@@ -193,16 +193,9 @@ public final class Lifecycle: Sendable {
         add(RegisteredConnection(connection, policy: policy, willSuspend: willSuspend, didResume: didResume))
     }
 
-    /// Registers `channel`: after a suspend's grace phase its open calls end with
-    /// `unavailable` (suspended), and it refuses new calls until the resume ends.
-    @discardableResult
-    public func register(_ channel: Channel) -> LifecycleRegistration {
-        add(ChannelParticipant(channel))
-    }
-
     /// Adds a participant and brings it to the lifecycle's current state.
     @discardableResult
-    func add(_ participant: any LifecycleParticipant) -> LifecycleRegistration {
+    package func add(_ participant: any LifecycleParticipant) -> LifecycleRegistration {
         let (id, phase) = state.withLock { state in
             if state.participants.count >= state.sweepAt { state.sweep() }
             let id = state.takeID()
@@ -465,8 +458,9 @@ public final class LifecycleRegistration: Sendable {
 }
 
 /// Something a ``Lifecycle`` acts on. Every method is called on the task that suspends
-/// or resumes, one participant at a time, in registration order.
-protocol LifecycleParticipant: AnyObject, Sendable {
+/// or resumes, one participant at a time, in registration order. Switchyard's own modules
+/// add theirs (a call channel, a call server's listener) with ``Lifecycle/add(_:)``.
+package protocol LifecycleParticipant: AnyObject, Sendable {
     /// A suspend began: listeners close here, all at once.
     func lifecycleSuspendDidBegin()
     /// Then, one participant after the other: `willSuspend` hooks run.
@@ -485,12 +479,12 @@ protocol LifecycleParticipant: AnyObject, Sendable {
 }
 
 extension LifecycleParticipant {
-    func lifecycleSuspendDidBegin() {}
-    func lifecycleWillSuspend() async {}
-    func lifecycleSuspend(_ error: TransportError) -> Bool { true }
-    func lifecycleResume() async throws {}
-    func lifecycleDidResume() async {}
-    func lifecycleUnregistered() {}
+    package func lifecycleSuspendDidBegin() {}
+    package func lifecycleWillSuspend() async {}
+    package func lifecycleSuspend(_ error: TransportError) -> Bool { true }
+    package func lifecycleResume() async throws {}
+    package func lifecycleDidResume() async {}
+    package func lifecycleUnregistered() {}
 }
 
 /// A connection registered with a policy and hooks. Holds the connection weakly.

@@ -18,7 +18,7 @@ public struct SuspendPolicy: Sendable, Hashable, CustomStringConvertible {
     public static let keep = SuspendPolicy(.keep)
 
     /// Whether this is ``close``.
-    var closes: Bool { value == .close }
+    package var closes: Bool { value == .close }
 
     public var description: String {
         switch value {

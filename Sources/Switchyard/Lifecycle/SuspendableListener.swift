@@ -61,14 +61,14 @@ public final class SuspendableListener: Listener, LifecycleParticipant {
 
     // MARK: LifecycleParticipant
 
-    func lifecycleSuspendDidBegin() {
+    package func lifecycleSuspendDidBegin() {
         state.withLock { state -> (any Listener)? in
             defer { state.inner = nil }
             return state.inner
         }?.close()
     }
 
-    func lifecycleResume() async throws {
+    package func lifecycleResume() async throws {
         guard state.withLock({ !$0.closed && $0.inner == nil }) else { return }
         let inner: any Listener
         do {
@@ -93,5 +93,5 @@ public final class SuspendableListener: Listener, LifecycleParticipant {
         }
     }
 
-    var lifecycleIsGone: Bool { state.withLock { $0.closed } }
+    package var lifecycleIsGone: Bool { state.withLock { $0.closed } }
 }

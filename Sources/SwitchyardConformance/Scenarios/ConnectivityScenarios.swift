@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 // What a connectivity change and a broken connection do to a channel's calls (DESIGN.md,
 // behaviour 2), driven by a ManualConnectivityMonitor so it runs on every pair. The
@@ -17,7 +18,7 @@ extension ConformanceScenario {
             return .ok
         }
         defer { server.close() }
-        let channel = Channel(
+        let channel = CallChannel(
             target: context.target(of: server.localAddress), transport: context.client, monitor: monitor)
 
         // Three calls, each with one echo done, so each is surely open end to end.

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 
 // Stall detection held to both sides of its bound (DESIGN.md, behaviour 3; I1, I2):
 // it must not fire on a healthy connection, however long it idles or however long the
@@ -31,7 +32,7 @@ extension ConformanceScenario {
                 }
             }
             defer { callServer.closeNow() }
-            let channel = Channel(target: context.target(of: callServer.localAddress), transport: client)
+            let channel = CallChannel(target: context.target(of: callServer.localAddress), transport: client)
             defer { channel.close() }
             let recorder = CallRecorder()
             let call = try await context.startCall(on: channel, handler: recorder)

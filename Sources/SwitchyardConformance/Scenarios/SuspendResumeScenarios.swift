@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardCalls
 import Synchronization
 
 // Suspend and resume (DESIGN.md, behaviour 7): a `Lifecycle` over the pair's transports.

@@ -1,0 +1,66 @@
+import Synchronization
+public import Switchyard
+
+extension CallServer {
+    /// Listens on `endpoint` with `transport` on a listener `lifecycle` closes on suspend
+    /// and reopens on resume (``Lifecycle/listen(on:using:options:)``); each call's events
+    /// go to the handler `makeHandler` returns for it. Under `policy` ``SuspendPolicy/close``
+    /// the calls open after a suspend's grace phase end with `unavailable`, reason
+    /// `suspended` (their connections are reset: the client sees `unavailable`, reset);
+    /// under ``SuspendPolicy/keep`` they go on. The registration ends with ``close()``.
+    /// - Throws: what ``Lifecycle/listen(on:using:options:)`` throws.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        lifecycle: Lifecycle, policy: SuspendPolicy,
+        makeHandler: @escaping @Sendable (Call) -> any CallHandler
+    ) async throws -> CallServer {
+        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .handler(makeHandler))
+    }
+
+    /// Listens as ``start(transport:on:options:lifecycle:policy:makeHandler:)`` does; each
+    /// call runs `serve` on the call's event loop, as in
+    /// ``start(transport:on:options:serve:)``.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        lifecycle: Lifecycle, policy: SuspendPolicy,
+        serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
+    ) async throws -> CallServer {
+        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .task(serve))
+    }
+
+    private static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration, lifecycle: Lifecycle,
+        policy: SuspendPolicy, serving: Serving
+    ) async throws -> CallServer {
+        try options.validate()
+        let listener = try await lifecycle.listen(on: endpoint, using: transport)
+        let server = CallServer(listener: listener, options: options, serving: serving)
+        lifecycle.add(CallServerParticipant(server, policy: policy, listener: listener))
+        return server
+    }
+}
+
+/// A call server as a lifecycle participant: ends its calls under `.close`. Holds the
+/// server weakly; gone once its listener closed for good.
+final class CallServerParticipant: LifecycleParticipant {
+    private struct State { weak var server: CallServer? }
+    private let state: Mutex<State>
+    private let policy: SuspendPolicy
+    private let listener: SuspendableListener
+
+    init(_ server: CallServer, policy: SuspendPolicy, listener: SuspendableListener) {
+        self.state = Mutex(State(server: server))
+        self.policy = policy
+        self.listener = listener
+    }
+
+    func lifecycleSuspend(_ error: TransportError) -> Bool {
+        guard policy.closes, let server = state.withLock({ $0.server }) else { return true }
+        var error = error
+        error.message = "the call ended: \(error.message)"
+        for call in server.calls.all { call.terminate(with: error) }
+        return true
+    }
+
+    var lifecycleIsGone: Bool { state.withLock { $0.server == nil } || listener.lifecycleIsGone }
+}

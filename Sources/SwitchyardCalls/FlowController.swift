@@ -1,0 +1,114 @@
+public import Logging
+public import Switchyard
+
+/// The policy between a call and its connection: when received messages are delivered
+/// (and so when the connection reads), and whether each sent message's arrival in the
+/// kernel is reported (`didWriteData`).
+///
+/// A flow controller is a small state machine owned by one call and driven on the call's
+/// event loop: the call asks ``mayDeliver`` before it hands over each decoded message and
+/// tells ``didDeliver(bytes:)`` after; the application's requests arrive through
+/// ``request(_:)``. While ``mayDeliver`` is false the call reads only until one whole
+/// frame waits, then stops reading the socket, so TCP pushes back on the sender and the
+/// receiver holds at most one message plus one read buffer.
+public protocol FlowController: Sendable {
+    /// Whether each sent message's arrival in the kernel is reported as `didWriteData`.
+    var reportsWrites: Bool { get }
+    /// Whether one more received message may be delivered now.
+    var mayDeliver: Bool { get }
+    /// A message of `bytes` bytes was delivered.
+    mutating func didDeliver(bytes: Int)
+    /// The application asked for `count` more messages (`receiveNextMessages`).
+    mutating func request(_ count: Int)
+}
+
+/// Flow control off: every message is delivered as it arrives, and no `didWriteData`
+/// is reported. Memory is bounded only by how fast the application consumes.
+public struct AutomaticFlowController: FlowController {
+    public init() {}
+    public var reportsWrites: Bool { false }
+    public var mayDeliver: Bool { true }
+    public mutating func didDeliver(bytes: Int) {}
+    public mutating func request(_ count: Int) {}
+}
+
+/// Flow control on (the mobile RPC proposal's semantics): nothing is delivered until
+/// the application asks (`receiveNextMessage()` / `receiveNextMessages(n)`); requests
+/// stack; each sent message is reported with `didWriteData` once it is in the kernel.
+public struct ManualFlowController: FlowController {
+    /// Messages asked for and not yet delivered.
+    public private(set) var demand = 0
+    public init() {}
+    public var reportsWrites: Bool { true }
+    public var mayDeliver: Bool { demand > 0 }
+    public mutating func didDeliver(bytes: Int) {
+        // Programmer misuse only: the call delivers only when `mayDeliver` says so.
+        precondition(demand > 0, "a message was delivered that nobody asked for (a bug in the caller of didDeliver)")
+        demand -= 1
+    }
+    public mutating func request(_ count: Int) {
+        precondition(count >= 0, "request(_:) was given \(count): a negative number of messages (a programming error)")
+        demand = demand.addingReportingOverflow(count).overflow ? .max : demand + count
+    }
+}
+
+/// A byte window: messages are delivered without asking while fewer than `window` bytes
+/// were delivered and not yet acknowledged with `request(_:)` (which here means "this
+/// many bytes were consumed"). Reports `didWriteData`.
+public struct ByteWindowFlowController: FlowController {
+    /// Bytes that may be delivered and unconsumed at once.
+    public let window: Int
+    /// Bytes delivered and not yet consumed.
+    public private(set) var outstanding = 0
+    public init(window: Int) {
+        precondition(window > 0, "ByteWindowFlowController(window:) was given \(window): the window is 1 byte or more (a programming error; check a configured value before passing it)")
+        self.window = window
+    }
+    public var reportsWrites: Bool { true }
+    public var mayDeliver: Bool { outstanding < window }
+    public mutating func didDeliver(bytes: Int) { outstanding += bytes }
+    /// `count` bytes were consumed.
+    public mutating func request(_ count: Int) { outstanding = max(0, outstanding - count) }
+}
+
+/// Options for one call.
+public struct CallConfiguration: Sendable {
+    /// Flow control (off by default): with it on, messages are delivered only when
+    /// asked for and each sent message reports `didWriteData`.
+    public var enableFlowControl: Bool
+    /// The largest message accepted (default 4 MiB); a larger frame ends the call with
+    /// `resourceExhausted`, reason `frame too large`.
+    public var maximumMessageSize: Int
+    /// The largest headers or trailers payload accepted (default 16 KiB): the client's
+    /// method and request metadata on a server, the server's response or trailing
+    /// metadata on a client. A larger metadata frame ends the call with
+    /// `resourceExhausted`, reason `metadata too large`, as soon as its prefix arrives.
+    public var maximumMetadataSize: Int = Frame.defaultMaximumMetadataSize
+    /// A custom policy; when set it replaces what ``enableFlowControl`` chooses.
+    public var flowController: (any FlowController)?
+    /// The call's deadline, counted from when a channel is asked for it (its connect
+    /// included); `nil` (the default) for none. A client call still open when it passes
+    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`). A server ignores it.
+    public var timeout: Duration?
+    /// Where the end of each call made with these options is logged (`call ended`, debug,
+    /// see ``CallObserver``); by default nowhere.
+    public var logger: Logger
+
+    public init(
+        enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize,
+        flowController: (any FlowController)? = nil, timeout: Duration? = nil,
+        logger: Logger = TransportConfiguration.disabledLogger
+    ) {
+        self.enableFlowControl = enableFlowControl
+        self.maximumMessageSize = maximumMessageSize
+        self.flowController = flowController
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// The policy these options select.
+    public func makeFlowController() -> any FlowController {
+        if let flowController { return flowController }
+        return enableFlowControl ? ManualFlowController() : AutomaticFlowController()
+    }
+}
