@@ -44,6 +44,20 @@ let package = Package(
         // `swift package conformance`, also in packages that depend on Switchyard.
         .plugin(name: "SwitchyardConformancePlugin", targets: ["SwitchyardConformancePlugin"]),
     ],
+    // What a user may leave out. Both are on by default; a package that depends on
+    // Switchyard with `traits: []` builds and links with neither libuv nor OpenSSL installed
+    // (scripts/test checks it in a mount namespace that hides both).
+    traits: [
+        .trait(
+            name: "LibUV",
+            description: "The libuv backend in SwitchyardBackends' registry, so in the tools and the conformance runner; needs libuv1-dev."
+        ),
+        .trait(
+            name: "TLS",
+            description: "The conformance runner's TLS pairs (switchyard-conformance-tls, which `swift package conformance` builds when TLS pairs are asked for); needs libssl-dev."
+        ),
+        .default(enabledTraits: ["LibUV", "TLS"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -145,7 +159,10 @@ let package = Package(
         // The umbrella an application imports to pick a backend by name at run time.
         .target(
             name: "SwitchyardBackends",
-            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardUV"],
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory",
+                .target(name: "SwitchyardUV", condition: .when(traits: ["LibUV"])),
+            ],
             swiftSettings: strict
         ),
         // The library the loading tests load (see the product). Linked as a backend library
@@ -249,7 +266,11 @@ let package = Package(
         // The runner with the TLS pairs: the one executable of the kit on OpenSSL.
         .executableTarget(
             name: "switchyard-conformance-tls",
-            dependencies: ["SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardConformanceTool"],
+            dependencies: [
+                .target(name: "SwitchyardConformance", condition: .when(traits: ["TLS"])),
+                .target(name: "SwitchyardConformanceTLS", condition: .when(traits: ["TLS"])),
+                .target(name: "SwitchyardConformanceTool", condition: .when(traits: ["TLS"])),
+            ],
             swiftSettings: strict
         ),
         // `swift package conformance`: a thin entry over switchyard-conformance that also

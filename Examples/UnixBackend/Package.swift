@@ -23,7 +23,10 @@ let package = Package(
         .library(name: "SwitchyardUnixBackend", type: .dynamic, targets: ["SwitchyardUnixBackend"]),
     ],
     dependencies: [
-        .package(name: "switchyard", path: "../.."),
+        // Without the LibUV trait: nothing here needs libuv1-dev. TLS stays on for the
+        // kit's TLS pairs (`swift package conformance --pair unix+tls:unix+tls`), which alone
+        // need libssl-dev; a plaintext run builds nothing of OpenSSL.
+        .package(name: "switchyard", path: "../..", traits: ["TLS"]),
     ],
     targets: [
         .target(

@@ -3,7 +3,9 @@ public import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBSD
 import SwitchyardMemory
+#if LibUV
 import SwitchyardUV
+#endif
 
 /// Every backend Switchyard ships, registered by name, and the run-time choice among them.
 ///
@@ -19,13 +21,16 @@ public enum Backends {
     /// The backend used when neither a name nor `SWITCHYARD_BACKEND` picks one.
     public static let defaultName = "bsd"
 
-    /// A registry with `bsd`, `libuv` and `memory` registered. Register your own backends here
-    /// (or in a registry of your own) to make them selectable by name.
+    /// A registry with `bsd`, `memory` and, with the package trait `LibUV` (on by default),
+    /// `libuv` registered. Register your own backends here (or in a registry of your own) to
+    /// make them selectable by name.
     public static let registry: BackendRegistry = {
         let registry = BackendRegistry()
         registry.register(BSDTransport.backend)
         registry.register(MemoryTransport.backend)
+        #if LibUV
         registry.register(UVTransport.backend)
+        #endif
         return registry
     }()
 
