@@ -47,9 +47,9 @@ import Synchronization
 /// - **Errors** of TLS (a record that is not TLS, an alert, a refused certificate) end the
 ///   connection with the error ``TLSErrorTable`` gives; OpenSSL's alert is sent to the
 ///   peer first. The wrapped connection's own errors pass through unchanged.
-/// - Calls from other threads hop to the loop with `EventLoop.execute(_:)`. Unlike a
+/// - Calls from other threads hop to the loop with `TransportEventLoop.execute(_:)`. Unlike a
 ///   toolkit backend's connection, a call made from another thread after the wrapped
-///   transport's loops have stopped is dropped (a generic `EventLoop` cannot say it
+///   transport's loops have stopped is dropped (a generic `TransportEventLoop` cannot say it
 ///   has stopped); the connection had ended by then.
 ///
 /// `@unchecked Sendable`: all mutable state is touched only on the wrapped connection's
@@ -61,7 +61,7 @@ public final class TLSConnection: Connection, @unchecked Sendable {
     public let wrapped: any Connection
     /// The wrapped connection's backend name with `+tls`, for example `"bsd+tls"`.
     public let backendName: String
-    public var eventLoop: any EventLoop { wrapped.eventLoop }
+    public var eventLoop: any TransportEventLoop { wrapped.eventLoop }
     public var localAddress: Endpoint { wrapped.localAddress }
     public var remoteAddress: Endpoint { wrapped.remoteAddress }
     /// The application protocol ALPN settled on, or nil.

@@ -42,7 +42,7 @@ struct ArticleExampleTests {
         let monitor = try NetlinkConnectivityMonitor()     // rtnetlink: the default route's interface
         print(monitor.current)                              // for example: wired (eth0)
         let transport = try Backends.makeTransport(configuration: TransportConfiguration(stallTimeout: .seconds(10)))
-        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let channel = CallChannel(target: server.localAddress, transport: transport, monitor: monitor)
         // doc-block end
         #expect(channel.monitor === monitor)
         #expect(channel.target == server.localAddress)
@@ -83,7 +83,7 @@ struct ArticleExampleTests {
             return .ok
         }
         let monitor = ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi, interface: "wlan0"))
-        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let channel = CallChannel(target: server.localAddress, transport: transport, monitor: monitor)
 
         let status = try await channel.withCall { call in
             try await call.write(Array("hello".utf8))

@@ -14,12 +14,12 @@ struct CallsArticleExampleTests {
         let transport = try Backends.makeTransport(named: "bsd")
         // doc-block begin
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0),
-                                                options: CallOptions(enableFlowControl: true)) { call in
+                                                options: CallConfiguration(enableFlowControl: true)) { call in
             for try await message in call.messages { try await call.write(message) }  // echo
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: transport)
-        let status = try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+        let channel = CallChannel(target: server.localAddress, transport: transport)
+        let status = try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
             try await call.write(Array("ping".utf8))     // returns once the message is in the kernel
             try await call.finishSending()
             for try await reply in call.messages { print(reply) }
@@ -36,7 +36,7 @@ struct CallsArticleExampleTests {
     func flowControl() async throws {
         let transport = try Backends.makeTransport(named: "bsd")
         // doc-block begin
-        let options = CallOptions(enableFlowControl: true)
+        let options = CallConfiguration(enableFlowControl: true)
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
             var received = 0
             for try await message in call.messages {          // each step asks for one message
@@ -46,7 +46,7 @@ struct CallsArticleExampleTests {
             try await call.write(Array("\(received)".utf8))
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let reply = try await channel.withCall(options: options) { call in
             for _ in 0..<64 { try await call.write([UInt8](repeating: 7, count: 64 * 1024)) }   // 4 MiB in all
             try await call.finishSending()
