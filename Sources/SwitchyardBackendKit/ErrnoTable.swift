@@ -2,7 +2,7 @@ import Glibc
 import CSwitchyardPosix
 public import Switchyard
 
-/// The one table that maps `errno` to ``TransportError`` for the POSIX backends.
+/// The one table that maps `errno` to `TransportError` for the POSIX backends.
 ///
 /// `docs/ERRORS.md` shows the same table; a test checks that the two agree row by row.
 /// The libuv backend's table maps each `UV_E...` code to the same code and reason as the
@@ -57,12 +57,12 @@ public enum ErrnoTable {
         byErrno[code]?.name ?? otherNames[code] ?? "errno \(code)"
     }
 
-    /// The ``TransportError`` for a failed system call.
+    /// The `TransportError` for a failed system call.
     public static func error(_ failure: SyscallError, while doing: String) -> TransportError {
         error(errno: failure.errno, message: "\(doing): \(failure.call) failed")
     }
 
-    /// The ``TransportError`` for an errno.
+    /// The `TransportError` for an errno.
     public static func error(errno code: CInt, message: String) -> TransportError {
         let native = TransportError.NativeError(domain: .errno, code: code, name: name(of: code))
         let text = "\(message): \(String(cString: strerror(code)))"

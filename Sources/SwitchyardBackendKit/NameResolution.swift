@@ -3,7 +3,7 @@ public import Switchyard
 /// The name-resolution rules every backend keeps, written once.
 ///
 /// - An endpoint of another network never reaches a socket: a path endpoint
-///   (``Endpoint/init(unixPath:)``) at a backend of hosts and ports is refused at once
+///   (`Endpoint(unixPath:)`) at a backend of hosts and ports is refused at once
 ///   with `invalidArgument`, reason `invalid address`, naming it (``checkHostAndPort(_:)``).
 /// - IP literals never reach a resolver.
 /// - Names under the special-use `.invalid` top-level domain fail at once without a
@@ -29,8 +29,8 @@ public enum NameResolution {
         try Endpoint.validate(host: endpoint.host)
     }
 
-    /// Checks the port of a host-and-port endpoint: ``Endpoint/port`` is a `var`, so a
-    /// program can set it outside 0...65535 after ``Endpoint/init(host:port:)`` checked it.
+    /// Checks the port of a host-and-port endpoint: `Endpoint.port` is a `var`, so a
+    /// program can set it outside 0...65535 after `Endpoint(host:port:)` checked it.
     /// - Throws: `invalidArgument`/`invalid address`: `invalid port "70000" (0...65535) in host:70000`.
     public static func checkPort(_ endpoint: Endpoint) throws(TransportError) {
         do {

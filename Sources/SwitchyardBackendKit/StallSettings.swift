@@ -2,7 +2,7 @@ import Glibc
 public import Switchyard
 
 /// How the POSIX backends set the kernel up to meet a stall timeout
-/// (``TransportConfiguration/stallTimeout``), and how they name what the kernel reports.
+/// (`TransportConfiguration.stallTimeout`), and how they name what the kernel reports.
 ///
 /// - Keepalive after 1 s idle, with the probe interval and count chosen so that
 ///   idle + interval × count ≈ the stall timeout. An idle reader (a call awaiting a
@@ -16,7 +16,7 @@ public import Switchyard
 /// error it met while retransmitting (`EHOSTUNREACH`/`ENETUNREACH` after the link went
 /// down). With a stall timeout those mean "stalled": see ``ErrnoTable/connectionError(errno:message:stallDetection:)``.
 ///
-/// With ``kernelDetection`` off (``TransportConfiguration/kernelStallDetection``), none of
+/// With ``kernelDetection`` off (`TransportConfiguration.kernelStallDetection`), none of
 /// this is set: ``apply(to:)`` leaves the socket alone, and the backend's own monitor must
 /// meet the bound.
 public struct StallSettings: Sendable, Hashable {
@@ -94,7 +94,7 @@ extension ErrnoTable {
     /// retransmission (`EHOSTUNREACH`, `ENETUNREACH` once the link under it went down).
     public static let stallErrnos: Set<CInt> = [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
 
-    /// The ``TransportError`` for an errno that ended an established connection. With
+    /// The `TransportError` for an errno that ended an established connection. With
     /// the kernel's stall detection on (a stall timeout is set and
     /// ``StallSettings/kernelDetection``), the errnos of ``stallErrnos`` are the stall
     /// bound running out: `unavailable`, reason `stalled`, the errno kept in `native`,

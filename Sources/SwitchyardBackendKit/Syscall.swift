@@ -200,13 +200,13 @@ public enum Posix {
     /// socket, so bytes are never reported sent into `/dev/null`, a file or a pipe.
     static let sendFlags = CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT)
 
-    /// Sends without ever raising SIGPIPE or blocking (``sendFlags``).
+    /// Sends without ever raising SIGPIPE or blocking (`sendFlags`).
     public static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
         try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, sendFlags) }
     }
 
     /// Gathers `count` iovecs into one send, without ever raising SIGPIPE or blocking
-    /// (``sendFlags``; `sendmsg` rather than `writev`, which takes no flags).
+    /// (`sendFlags`; `sendmsg` rather than `writev`, which takes no flags).
     public static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = iovecs

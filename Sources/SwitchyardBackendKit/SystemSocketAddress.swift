@@ -3,7 +3,7 @@ public import CSwitchyardPosix
 public import Switchyard
 
 /// A socket address (IPv4 or IPv6) in `sockaddr_storage`, convertible to and from
-/// ``Endpoint`` without the resolver.
+/// `Endpoint` without the resolver.
 public struct SystemSocketAddress: Sendable, CustomStringConvertible {
     private var storage: sockaddr_storage
     public private(set) var length: socklen_t
@@ -23,7 +23,7 @@ public struct SystemSocketAddress: Sendable, CustomStringConvertible {
 
     /// The address of an endpoint whose host is an IP literal; nil for a host name.
     /// - Throws: `invalidArgument`/`invalid address` for an IPv6 zone that names no
-    ///   interface, a port outside 0...65535 (``Endpoint/port`` is a `var`: a program may
+    ///   interface, a port outside 0...65535 (`Endpoint.port` is a `var`: a program may
     ///   have set it so), and a path endpoint (see ``NameResolution/checkHostAndPort(_:)``).
     public init?(literal endpoint: Endpoint) throws(TransportError) {
         if endpoint.path != nil { try NameResolution.checkHostAndPort(endpoint) }
@@ -87,7 +87,7 @@ public struct SystemSocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The endpoint this address names: a numeric host and port for AF_INET and
-    /// AF_INET6, a path endpoint (``Endpoint/init(unixPath:)``) for AF_UNIX.
+    /// AF_INET6, a path endpoint (`Endpoint(unixPath:)`) for AF_UNIX.
     public var endpoint: Endpoint {
         withUnsafeBytes(of: storage) { raw -> Endpoint in
             switch CInt(storage.ss_family) {

@@ -8,13 +8,13 @@ public import Switchyard
 /// connects afresh, a call that starts after a broken connection (or after the network
 /// changed) uses a new one.
 ///
-/// A channel follows its ``ConnectivityMonitor`` (behaviour 2 of the design): when the
+/// A channel follows its `ConnectivityMonitor` (behaviour 2 of the design): when the
 /// category changes, every open call ends with `unavailable`, reason `connectivity
 /// changed`, and its connection is reset; the next call connects afresh over the new
 /// path. A path change within one category (the default route on another interface, or
-/// an address of the path gone: ``PathChange`` has the rule) ends the calls on the old
+/// an address of the path gone: `PathChange` has the rule) ends the calls on the old
 /// path the same way, reason `path changed`, as soon as the monitor reports it.
-/// While the category is ``ConnectivityCategory/none`` a new call fails at once
+/// While the category is `ConnectivityCategory/none` a new call fails at once
 /// with `unavailable`, reason `no connectivity`. When one call's connection breaks
 /// (it ends `unavailable` without a status), the network under the channel is suspect
 /// and its other open calls end the same way.
@@ -67,9 +67,9 @@ public final class CallChannel: Sendable {
     /// `handler`. With
     /// ``CallConfiguration/timeout`` the call has a deadline from now, connect included
     /// (`CallDeadline`): past it the call ends `deadlineExceeded`, reason `timed out`.
-    /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
+    /// - Throws: the connect's `TransportError` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
-    ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
+    ///   channel is closed; `unavailable`/`suspended` while a `Lifecycle` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
     ///   of range (``CallConfiguration/validate()``), before any connect; `invalidArgument`/
     ///   `invalid metadata` for a method name over 65,535 bytes or with a control

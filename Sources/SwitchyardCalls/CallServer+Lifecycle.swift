@@ -3,12 +3,12 @@ public import Switchyard
 
 extension CallServer {
     /// Listens on `endpoint` with `transport` on a listener `lifecycle` closes on suspend
-    /// and reopens on resume (``Lifecycle/listen(on:using:options:)``); each call's events
-    /// go to the handler `makeHandler` returns for it. Under `policy` ``SuspendPolicy/close``
+    /// and reopens on resume (`Lifecycle/listen(on:using:options:)`); each call's events
+    /// go to the handler `makeHandler` returns for it. Under `policy` `SuspendPolicy/close`
     /// the calls open after a suspend's grace phase end with `unavailable`, reason
     /// `suspended` (their connections are reset: the client sees `unavailable`, reset);
-    /// under ``SuspendPolicy/keep`` they go on. The registration ends with ``close()``.
-    /// - Throws: what ``Lifecycle/listen(on:using:options:)`` throws.
+    /// under `SuspendPolicy/keep` they go on. The registration ends with ``close()``.
+    /// - Throws: what `Lifecycle/listen(on:using:options:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
         lifecycle: Lifecycle, policy: SuspendPolicy,

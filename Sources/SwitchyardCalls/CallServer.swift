@@ -91,7 +91,7 @@ public final class CallServer: Sendable {
 
     /// Listens on `endpoint`; each call runs `serve` in a task of its own on the call's
     /// event loop (its task executor). The call ends with the status `serve` returns, or
-    /// with the ``TransportError`` it throws (any other error ends it with `unknown`).
+    /// with the `TransportError` it throws (any other error ends it with `unknown`).
     /// The tasks belong to the server: see Lifetime above.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),

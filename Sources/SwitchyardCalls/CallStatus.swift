@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// How a call ended: OK, or the ``TransportError`` that ended it.
+/// How a call ended: OK, or the `TransportError` that ended it.
 ///
 /// The server sends it as the call's trailer frame; the client ends with it. A call
 /// whose connection broke before a status arrived ends with `unavailable`.

@@ -31,7 +31,7 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
         public var number: Int
         /// The scenario's name.
         public var name: String
-        /// The `KIT-CHECKLIST.md` items it covers.
+        /// The items of <doc:KitChecklist> it covers.
         public var checklist: [String]
         /// One per column, in column order; `nil` where it has not run.
         public var outcomes: [ConformanceOutcome?]

@@ -6,7 +6,7 @@
 public struct ConformanceScenario: Sendable, CustomStringConvertible {
     /// What the scenario shows, as a plain sentence.
     public var name: String
-    /// The `KIT-CHECKLIST.md` items it covers, for example `["A1", "A9"]`.
+    /// The items of <doc:KitChecklist> it covers, for example `["A1", "A9"]`.
     public var checklist: [String]
     /// How long the whole scenario may take before it fails as hung.
     public var timeLimit: Duration

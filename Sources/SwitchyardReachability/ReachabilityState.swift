@@ -3,7 +3,7 @@ public import Switchyard
 /// What a ``SiteReachability`` knows about its site. See ``SiteReachability`` for when
 /// each state is reported; ``description`` is the one-line form tools print.
 public enum ReachabilityState: Sendable, Hashable, CustomStringConvertible {
-    /// No connectivity: the monitor's category is ``ConnectivityCategory/none``. No probe
+    /// No connectivity: the monitor's category is `ConnectivityCategory/none`. No probe
     /// runs until it changes.
     case none
     /// A probe is running.
@@ -45,7 +45,7 @@ public enum ReachabilityState: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a probe failed.
 public struct ReachabilityFailure: Sendable, Hashable, CustomStringConvertible {
-    /// What kind of failure: an open set, like ``TransportError/Reason``.
+    /// What kind of failure: an open set, like `TransportError/Reason`.
     public struct Reason: Sendable, Hashable, CustomStringConvertible {
         public let name: String
         public init(_ name: String) { self.name = name }

@@ -4,7 +4,7 @@ public import Switchyard
 /// `https://...`.
 ///
 /// Parsed without Foundation. The scheme is `http` or `https` (any case); an `https` URL
-/// is probed over a ``SecureTransport`` only (``SiteReachability`` refuses it over any
+/// is probed over a `SecureTransport` only (``SiteReachability`` refuses it over any
 /// other transport). The host is an IPv4 literal, an IPv6 literal in brackets
 /// (`http://[::1]:8080/`) or a host name; the port defaults to 80 (`https`: 443); the
 /// path to `/`. A fragment (`#...`) is dropped, as a client never sends it.

@@ -6,7 +6,7 @@ public import Switchyard
 ///
 /// "Connectivity exists" (``connectivityExists``) is the monitor's answer, at once: an
 /// interface carries a default route. "Reachable" is more: an HTTP/1.1 `HEAD` to the
-/// configured URL, sent over a Switchyard ``Transport`` (any backend), got an expected
+/// configured URL, sent over a Switchyard `Transport` (any backend), got an expected
 /// status within the timeout.
 ///
 /// ```swift
@@ -26,7 +26,7 @@ public import Switchyard
 ///   until ``stop()``: call it. The transport is the caller's, never shut down here.
 /// - **States** (``ReachabilityState``), reported in ``current`` and to every
 ///   ``updates`` sequence, each only when it differs from the one before:
-///   - `none` while the monitor's category is ``ConnectivityCategory/none``; no probe
+///   - `none` while the monitor's category is `ConnectivityCategory/none`; no probe
 ///     runs then;
 ///   - `checking` when a probe starts;
 ///   - then the probe's answer: `reachable` (with the probe's latency), `portal`, or
@@ -45,7 +45,7 @@ public import Switchyard
 ///   (its answer would describe the old path) and a new one starts once it has ended;
 ///   its cancelled answer is never reported.
 /// - **The probe** connects to the URL's host and port (for `https`, through the
-///   ``SecureTransport`` given, so the handshake and the certificate's check for the
+///   `SecureTransport` given, so the handshake and the certificate's check for the
 ///   host are part of the connect, and a failed one is `unreachable`, reason
 ///   `connection failed`, with the verify result in the message), writes one request
 ///   (`HEAD <path> HTTP/1.1` with `Host`, `User-Agent`, `Accept` and
@@ -102,12 +102,12 @@ public final class SiteReachability: Sendable {
 
     /// Makes a reachability checker; nothing runs until ``start()``.
     ///
-    /// An `https` URL needs a ``SecureTransport`` (such as SwitchyardTLS's `TLSTransport`
+    /// An `https` URL needs a `SecureTransport` (such as SwitchyardTLS's `TLSTransport`
     /// with a client configuration): the probe's connect then runs the TLS handshake,
     /// verifying the certificate for the URL's host, and the `HEAD` travels encrypted.
     /// - Throws: `invalidArgument`, reason `invalid option`, for settings that
     ///   ``SiteReachabilityConfiguration/validate()`` refuses, and for an `https` URL
-    ///   with a transport that is not a ``SecureTransport`` (it would send plaintext).
+    ///   with a transport that is not a `SecureTransport` (it would send plaintext).
     public init(
         configuration: SiteReachabilityConfiguration, monitor: any ConnectivityMonitor, transport: any Transport
     ) throws(TransportError) {

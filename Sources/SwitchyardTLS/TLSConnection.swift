@@ -1,7 +1,7 @@
 public import Switchyard
 import Synchronization
 
-/// TLS over any ``Connection``, itself a ``Connection``: what is written is encrypted and
+/// TLS over any `Connection`, itself a `Connection`: what is written is encrypted and
 /// written to the wrapped connection, what the wrapped connection reads is decrypted and
 /// handed to the handler. OpenSSL works on memory buffers only (it decrypts from the bytes
 /// the wrapped connection lends and encrypts into one buffer this connection reuses); the
@@ -13,13 +13,13 @@ import Synchronization
 /// A `TLSConnection` exists for its user only after its handshake: ``client(wrapping:context:serverName:)``
 /// and ``server(wrapping:context:)`` return once the handshake succeeded and throw its
 /// failure otherwise (``TLSTransport`` does this on connect and on accept). So the
-/// ``Connection`` contract holds from the first call, a write never waits for a
+/// `Connection` contract holds from the first call, a write never waits for a
 /// handshake, and a certificate failure is an error of the connect, not of some later
 /// read. (With TLS 1.3 a client finishes its handshake before the server has checked
 /// the client's certificate: a server that refuses it is heard on the client's first
 /// read, as a `certificate` error.)
 ///
-/// ## Contract (beyond ``Connection``'s)
+/// ## Contract (beyond `Connection`'s)
 ///
 /// - **Reads on demand.** The wrapped connection is read only while the user reads
 ///   (``startReading()``) and no decrypted byte is waiting: when OpenSSL needs more
@@ -31,10 +31,10 @@ import Synchronization
 ///   written to the wrapped connection; a write completes when the wrapped connection's
 ///   write of its records completes: when the encrypted bytes are in the kernel.
 ///   ``pendingWriteBytes`` counts encrypted bytes.
-/// - **End of stream** is the peer's `close_notify`: ``ConnectionHandler/connectionDidReadEnd()``
+/// - **End of stream** is the peer's `close_notify`: `ConnectionHandler.connectionDidReadEnd()`
 ///   runs after the last byte before it. A peer whose TCP stream ends without
 ///   `close_notify` ends the connection with `unavailable`, reason
-///   ``TransportError/Reason/truncated`` instead (once the bytes before were delivered):
+///   `TransportError.Reason.truncated` instead (once the bytes before were delivered):
 ///   the data may have been cut, and the user must be able to tell.
 /// - **shutdownOutput** sends `close_notify`, then shuts the wrapped connection's output
 ///   down; reading goes on (TLS 1.3 half-close; TLS 1.2 peers may close at once).
@@ -47,9 +47,9 @@ import Synchronization
 /// - **Errors** of TLS (a record that is not TLS, an alert, a refused certificate) end the
 ///   connection with the error ``TLSErrorTable`` gives; OpenSSL's alert is sent to the
 ///   peer first. The wrapped connection's own errors pass through unchanged.
-/// - Calls from other threads hop to the loop with ``TransportEventLoop/execute(_:)``. Unlike a
+/// - Calls from other threads hop to the loop with `TransportEventLoop.execute(_:)`. Unlike a
 ///   toolkit backend's connection, a call made from another thread after the wrapped
-///   transport's loops have stopped is dropped (a generic ``TransportEventLoop`` cannot say it
+///   transport's loops have stopped is dropped (a generic `TransportEventLoop` cannot say it
 ///   has stopped); the connection had ended by then.
 ///
 /// `@unchecked Sendable`: all mutable state is touched only on the wrapped connection's
@@ -127,8 +127,11 @@ public final class TLSConnection: Connection, @unchecked Sendable {
 
     /// Runs the client handshake over `wrapped` (connected, not yet reading, no handler
     /// set) and returns the connection once it succeeded.
-    /// - Parameter serverName: the name sent as SNI and verified; nil takes
-    ///   ``TLSConfiguration/serverName``, then the wrapped connection's remote host.
+    /// - Parameters:
+    ///   - wrapped: the connection the TLS records travel on.
+    ///   - context: a context of the client role.
+    ///   - serverName: the name sent as SNI and verified; nil takes
+    ///     ``TLSConfiguration/serverName``, then the wrapped connection's remote host.
     /// - Throws: a handshake failure as ``TLSErrorTable`` maps it (the wrapped connection
     ///   is closed then); `cancelled`/`task cancelled` if the task is cancelled.
     public static func client(

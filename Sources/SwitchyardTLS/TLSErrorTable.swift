@@ -30,7 +30,7 @@ extension TransportError.NativeError.Domain {
     public static let x509 = TransportError.NativeError.Domain("x509")
 }
 
-/// How every TLS failure becomes a ``TransportError``: the one table of SwitchyardTLS
+/// How every TLS failure becomes a `TransportError`: the one table of SwitchyardTLS
 /// (also in `docs/ERRORS.md`). The wrapped connection's own errors (reset, stalled,
 /// shutdown, ...) pass through unchanged.
 ///
@@ -52,7 +52,7 @@ extension TransportError.NativeError.Domain {
 /// All are `unavailable` except where the caller or a deadline is the cause: a TLS
 /// failure ends this connection, and a fresh one (after the peer's or this side's
 /// configuration is fixed) is what may work, which is what `unavailable` means to a
-/// ``CallChannel``. The `certificate` reason is the one to look at before retrying.
+/// `CallChannel`. The `certificate` reason is the one to look at before retrying.
 public enum TLSErrorTable {
     /// The failure when the peer closed the TCP stream during the handshake.
     public static func closedDuringHandshake() -> TransportError {

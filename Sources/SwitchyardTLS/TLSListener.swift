@@ -1,12 +1,12 @@
 public import Switchyard
 import Synchronization
 
-/// A ``Listener`` whose connections are server ``TLSConnection``s: each connection the
+/// A `Listener` whose connections are server ``TLSConnection``s: each connection the
 /// wrapped listener accepts runs its handshake at once and is handed on only when the
 /// handshake succeeded (see ``TLSTransport``). Made by ``TLSTransport/listen(on:options:)``.
 ///
 /// ``close()`` closes the wrapped listener and every connection still in its handshake;
-/// connections already handed on stay open, as the ``Listener`` contract says.
+/// connections already handed on stay open, as the `Listener` contract says.
 public final class TLSListener: Listener {
     /// The listener the TCP connections come from.
     public let wrapped: any Listener

@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// TLS over any ``Transport``: its connections are ``TLSConnection``s over the wrapped
+/// TLS over any `Transport`: its connections are ``TLSConnection``s over the wrapped
 /// transport's, so every backend (`bsd`, `libuv`, `memory`, one loaded from a library)
 /// gets TLS from this one layer.
 ///
@@ -25,7 +25,7 @@ public import Switchyard
 ///   configuration throws `failedPrecondition`, reason `invalid option`.
 /// - **listen(on:options:)** listens with the wrapped transport; each connection it
 ///   accepts runs the server handshake at once, on its loop, and reaches
-///   ``Listener/connections`` (or the accept handler) only after the handshake
+///   `Listener.connections` (or the accept handler) only after the handshake
 ///   succeeded. A failed handshake closes that connection and is reported to
 ///   `handshakeFailures` (a server has no other caller to tell). A transport made
 ///   without a server configuration throws `failedPrecondition`, reason `invalid option`.
@@ -53,8 +53,12 @@ public final class TLSTransport: Transport {
 
     /// Wraps `transport`; `client` serves ``connect(to:options:)``, `server`
     /// ``listen(on:options:)`` (either may be nil when the side is not used).
-    /// - Parameter handshakeFailures: told (on the connection's loop) of every accepted
-    ///   connection whose server handshake failed, with the error and the peer's address.
+    /// - Parameters:
+    ///   - transport: the transport the TLS records travel on (any backend's).
+    ///   - client: the configuration of the client side, of the client role.
+    ///   - server: the configuration of the server side, of the server role.
+    ///   - handshakeFailures: told (on the connection's loop) of every accepted
+    ///     connection whose server handshake failed, with the error and the peer's address.
     /// - Throws: the errors of ``TLSContext/init(configuration:)`` (a file that cannot
     ///   be loaded, named), and `invalidArgument`/`invalid option` for a configuration of
     ///   the wrong role.
@@ -75,7 +79,7 @@ public final class TLSTransport: Transport {
     }
 
     /// Wraps `transport` with contexts already made (shared by every transport made from
-    /// them, as ``TransportBackend/tls(wrapping:client:server:)`` does).
+    /// them, as `TransportBackend.tls(wrapping:client:server:)` does).
     public init(
         wrapping transport: any Transport, clientContext: TLSContext?, serverContext: TLSContext?,
         handshakeFailures: (@Sendable (TransportError, Endpoint) -> Void)? = nil

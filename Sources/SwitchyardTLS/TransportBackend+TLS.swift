@@ -3,7 +3,7 @@ public import Switchyard
 extension TransportBackend {
     /// `backend` with TLS over it: a backend named `"<name>+tls"` whose transports are
     /// ``TLSTransport``s over `backend`'s, on a network of its own (`"<network>+tls"`:
-    /// a TLS client reaches only TLS servers). For a ``BackendRegistry``, and for pairs
+    /// a TLS client reaches only TLS servers). For a `BackendRegistry`, and for pairs
     /// of the conformance kit (a `ConformancePair` of two such backends runs its
     /// scenarios over TLS, mixed backends too).
     ///

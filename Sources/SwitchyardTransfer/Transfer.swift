@@ -2,7 +2,7 @@ import Switchyard
 public import SwitchyardCalls
 import Synchronization
 
-/// The sending side of one resumable transfer, over calls on a ``CallChannel`` (so on any
+/// The sending side of one resumable transfer, over calls on a `CallChannel` (so on any
 /// backend): it sends a source to a ``TransferServer`` in chunks and survives broken
 /// calls by asking the receiver where to resume.
 ///
@@ -26,7 +26,7 @@ import Synchronization
 /// ``TransferOptions/maximumAttempts`` calls in a row broke before the receiver
 /// answered, or ``TransferOptions/reconnectTimeout`` passed since the break.
 ///
-/// **Errors** (all ``TransportError``): `failedPrecondition`/`source changed` when the
+/// **Errors** (all `TransportError`): `failedPrecondition`/`source changed` when the
 /// receiver knows the id with another size or SHA-256, when the resume state's SHA-256
 /// is not the source's, or when the source changed during the send (see
 /// ``TransferSource/checkUnchanged()``); `aborted`/`integrity mismatch` when the

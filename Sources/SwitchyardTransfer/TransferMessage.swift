@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// One message of the transfer protocol: each is one message of a ``Call`` (so the call's
+/// One message of the transfer protocol: each is one message of a `Call` (so the call's
 /// 5-byte frame carries its length), and its first byte is its kind.
 ///
 /// ## The protocol (version 1)
@@ -22,7 +22,7 @@ public import Switchyard
 ///    fsynced), cumulative. A sync starts whenever the bytes written since the last one
 ///    started reach the smaller of its own ack interval and half the sender's window, and
 ///    runs while the receiver goes on receiving; its `ack` follows when it is done
-///    (``TransferAcknowledger``). The sender keeps
+///    (`TransferAcknowledger`). The sender keeps
 ///    at most one window of bytes sent and not acknowledged (at least one chunk), and
 ///    sends chunks of at most half a window, so it never waits for an `ack` that the
 ///    receiver is not going to send.

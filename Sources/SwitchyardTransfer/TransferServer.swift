@@ -2,7 +2,7 @@ public import Switchyard
 import SwitchyardCalls
 import Synchronization
 
-/// The receiving side of resumable transfers: a ``CallServer`` whose calls speak the
+/// The receiving side of resumable transfers: a `CallServer` whose calls speak the
 /// transfer protocol (``TransferMessage``) and store files through a
 /// ``TransferStorage`` (``DirectoryTransferStorage`` for a folder,
 /// ``MemoryTransferStorage`` for tests, or your own sink).
@@ -39,7 +39,7 @@ public final class TransferServer: Sendable {
     }
 
     /// Listens on `endpoint` with `transport` and stores what arrives in `storage`.
-    /// - Throws: the listen's ``TransportError``.
+    /// - Throws: the listen's `TransportError`.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, storage: any TransferStorage,
         options: TransferServerOptions = TransferServerOptions()
@@ -80,7 +80,7 @@ public final class TransferServer: Sendable {
     public var activeTransfers: Int { leases.calls.count }
 
     /// Bytes received by open transfer calls and not yet handed to the storage (the
-    /// calls' ``Call/bufferedBytes``).
+    /// calls' `Call.bufferedBytes`).
     public var bufferedBytes: Int {
         leases.calls.reduce(0) { $0 + $1.call.bufferedBytes }
     }
@@ -94,7 +94,7 @@ public final class TransferServer: Sendable {
     /// Waits until the server stopped: closed, every transfer call ended and its handler
     /// returned (its last sync done). Cancelling the waiting task closes the server with
     /// ``closeNow()``; the wait still ends only once the handlers returned. See
-    /// ``Switchyard/CallServer/serve()``.
+    /// `CallServer.serve()`.
     public func serve() async {
         await withTaskCancellationHandler {
             await server.serve()

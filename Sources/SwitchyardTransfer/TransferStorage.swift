@@ -35,7 +35,7 @@ public struct TransferRecord: Sendable, Hashable {
 /// covers only bytes whose write returned before it was called);
 /// at the end ``digest(id:)`` then ``complete(id:)`` or, if the digest differs,
 /// ``discard(id:)``. Errors it throws end the call with that error (a
-/// ``TransportError`` as is, anything else as `internal`, reason `i/o error`).
+/// `TransportError` as is, anything else as `internal`, reason `i/o error`).
 public protocol TransferStorage: Sendable {
     /// What is stored for `id`, nil if nothing. Bytes written past the durable offset
     /// and never synced are forgotten: the next write starts at the durable offset.

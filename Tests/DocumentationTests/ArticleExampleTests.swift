@@ -54,35 +54,6 @@ struct ArticleExampleTests {
         await serverTransport.shutdown(gracePeriod: .seconds(1))
     }
 
-    @Test("Flow control: a sender paced by a slow reader delivers all 4 MiB", .timeLimit(.minutes(1)))
-    func flowControl() async throws {
-        let transport = try Backends.makeTransport(named: "bsd")
-        // doc-block begin
-        let options = CallConfiguration(enableFlowControl: true)
-        let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
-            var received = 0
-            for try await message in call.messages {          // each step asks for one message
-                received += message.count
-                try await Task.sleep(for: .milliseconds(1))    // a slow consumer
-            }
-            try await call.write(Array("\(received)".utf8))
-            return .ok
-        }
-        let channel = CallChannel(target: server.localAddress, transport: transport)
-        let reply = try await channel.withCall(options: options) { call in
-            for _ in 0..<64 { try await call.write([UInt8](repeating: 7, count: 64 * 1024)) }   // 4 MiB in all
-            try await call.finishSending()
-            var reply: [UInt8] = []
-            for try await message in call.messages { reply += message }
-            return String(decoding: reply, as: UTF8.self)      // "4194304"
-        }
-        // doc-block end
-        #expect(reply == "4194304")
-        channel.close()
-        server.close()
-        await transport.shutdown(gracePeriod: .seconds(1))
-    }
-
     @Test("Errors: a refused connect is unavailable, refused, with the native error", .timeLimit(.minutes(1)), arguments: ["bsd", "libuv"])
     func refusedConnect(backend: String) async throws {
         let transport = try Backends.makeTransport(named: backend)

@@ -52,7 +52,7 @@ import Synchronization
 ///   A connection registered while the lifecycle is suspending or suspended gets at once
 ///   what the others got (its `willSuspend`, on a new task; closed when `.close` and
 ///   suspended).
-/// - **Channels** registered with ``register(_:)`` keep making calls while the suspend
+/// - **Channels** registered with SwitchyardCalls' `register(_:)` keep making calls while the suspend
 ///   is in its grace phase (background work may need them). After it, every open call
 ///   ends with `unavailable`, reason `suspended` (its connection reset), and until the
 ///   resume ends a new call fails at once with the same error, without connecting.

@@ -7,7 +7,7 @@ import Synchronization
 /// Once a transport's loops have stopped, a call from another thread cannot hop to the
 /// loop anymore. The transport ended every connection before it stopped its loops, so
 /// the end is recorded here, and what the call would have reported runs on the
-/// caller's thread instead (``Connection``'s contract: nothing is dropped):
+/// caller's thread instead (`Connection`'s contract: nothing is dropped):
 /// ``completeLateWrite(_:)``, ``reportEndToLateHandler(_:)``.
 ///
 /// Noncopyable and stored inline: it lives in ``ConnectionStateMachine``, which lives in
@@ -33,7 +33,7 @@ public struct ConnectionRecord: ~Copyable, Sendable {
 
     public init() {}
 
-    /// ``Connection/pendingWriteBytes`` off the loop: a snapshot.
+    /// `Connection.pendingWriteBytes` off the loop: a snapshot.
     public var pendingBytes: Int {
         get { pending.load(ordering: .relaxed) }
         nonmutating set { pending.store(newValue, ordering: .relaxed) }

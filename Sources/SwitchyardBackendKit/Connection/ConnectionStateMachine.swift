@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// The ``Connection`` contract as a state machine, written once for every backend.
+/// The `Connection` contract as a state machine, written once for every backend.
 ///
 /// A backend's connection keeps one of these and asks it what to do; the machine never
 /// performs I/O. It holds the lifecycle, the read demand, the output side, the pending
@@ -16,7 +16,7 @@ public import Switchyard
 ///   closed(end)  ── terminal, once; every later call is refused with end's error
 /// ```
 ///
-/// The rules it keeps (see ``Connection``):
+/// The rules it keeps (see `Connection`):
 /// - **Refusals.** A write or ``shutdownOutput(_:)`` after the end gets the terminal
 ///   error (`cancelled`/`closed` after a local close); after `shutdownOutput`,
 ///   `failedPrecondition`/`output shut down`; after the transport stopped,
@@ -104,7 +104,7 @@ public struct ConnectionStateMachine: ~Copyable {
     /// stream has not ended.
     @inlinable public var shouldRead: Bool { wantsRead && !readEnded && ended == nil }
 
-    /// Bytes accepted and not yet taken (``Connection/pendingWriteBytes`` on the loop).
+    /// Bytes accepted and not yet taken (`Connection.pendingWriteBytes` on the loop).
     @inlinable public var pendingWriteBytes: Int { writes.bytes }
 
     // MARK: handler and reads

@@ -4,9 +4,9 @@ public import Switchyard
 
 /// A ``StreamConnection`` over a nonblocking stream socket on a ``DescriptorEventLoop``:
 /// the toolkit also does its I/O, written once. It sends at once (``sendToDescriptor(_:_:)``,
-/// the default ``sendNow(_:_:)``), flushes the queue gathered (``flushWrites()``), reads
+/// the default ``StreamConnection/sendNow(_:_:)``), flushes the queue gathered (``flushWrites()``), reads
 /// (``readAvailable(rounds:)``) and hands the FIN over (``shutDownDescriptorOutput()``,
-/// the default ``shutDownOutputNow()``), all through ``Posix`` (`sendmsg` with
+/// the default ``StreamConnection/shutDownOutputNow()``), all through ``Posix`` (`sendmsg` with
 /// `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE).
 ///
 /// A descriptor reclaimed underneath the connection (see ``SocketIdentity``): sends are
@@ -17,7 +17,7 @@ public import Switchyard
 /// The backend keeps what is its own: how it watches the descriptor (``updateInterest()``),
 /// its event handler, which calls ``flushWrites()`` when the descriptor is writable and
 /// ``readAvailable(rounds:)`` when it is readable and ``ConnectionStateMachine/shouldRead``,
-/// ``terminate(_:deferCallbacks:)``, ``reset()``, and the addresses.
+/// ``StreamConnection/terminate(_:deferCallbacks:)``, `reset()`, and the addresses.
 ///
 /// ```swift
 /// final class MyConnection: DescriptorStreamConnection, @unchecked Sendable {
@@ -38,7 +38,7 @@ public import Switchyard
 /// system call per send, gathered read or FIN; the hot paths are `@inlinable`, so a
 /// backend's build specializes them for its connection type.
 public protocol DescriptorStreamConnection: StreamConnection where Loop: DescriptorEventLoop {
-    /// The connection's socket descriptor. Valid until ``terminate(_:deferCallbacks:)``.
+    /// The connection's socket descriptor. Valid until ``StreamConnection/terminate(_:deferCallbacks:)``.
     var descriptor: CInt { get }
 
     /// The completions a flush collected, run once the state settled: an array the
@@ -117,7 +117,7 @@ extension DescriptorStreamConnection {
     /// `sendmsg`), until the queue is empty or the kernel takes no more. Then, in this
     /// order: a due output shutdown hands the FIN over, ``updateInterest()``, the
     /// completions of the writes that finished run (in order), the shutdown's completion,
-    /// and the handler hears ``ConnectionHandler/connectionDidDrainWrites()`` if the
+    /// and the handler hears `ConnectionHandler.connectionDidDrainWrites()` if the
     /// queue emptied. On a send error, the writes the kernel already took complete first,
     /// in order; then the connection ends with the error (callbacks at once: call from a
     /// loop event) and the rest complete with it. Call on the loop.

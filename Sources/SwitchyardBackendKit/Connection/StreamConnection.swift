@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// The ``Connection`` front every stream backend shares, written once: the hop to the
+/// The `Connection` front every stream backend shares, written once: the hop to the
 /// loop (and what a call gets once the loops stopped), the refusals, the handler, the
 /// read demand, and the write path that sends at once when nothing is queued and queues
 /// only what the kernel did not take (the caller's array itself, or a copy of the unsent

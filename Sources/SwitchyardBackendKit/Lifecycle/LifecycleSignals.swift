@@ -2,21 +2,21 @@ import Glibc
 public import Switchyard
 import Synchronization
 
-/// Drives a ``Lifecycle`` from the job-control signals on Linux: `SIGTSTP` suspends,
+/// Drives a `Lifecycle` from the job-control signals on Linux: `SIGTSTP` suspends,
 /// `SIGCONT` resumes.
 ///
 /// ## Contract
 ///
 /// - **`SIGTSTP`** (`kill -TSTP PID`, or Ctrl-Z at a terminal) runs
-///   ``Lifecycle/suspend()``: listeners close, background work gets the grace period,
-///   connections follow their policies (see ``Lifecycle``). The process itself keeps
+///   `Lifecycle.suspend()`: listeners close, background work gets the grace period,
+///   connections follow their policies (see `Lifecycle`). The process itself keeps
 ///   running, suspended, unless `stopAfterSuspend` is set: then once the suspend has
 ///   completed it stops itself with `SIGSTOP` (what a shell's job control expects of
 ///   Ctrl-Z), and the `SIGCONT` that continues it resumes it. (Without this driver,
 ///   `SIGTSTP`'s default action stops the process at once, with its listeners open and
 ///   their backlogs filling.) If a `SIGCONT` arrives while the suspend is still under
 ///   way, the process does not stop.
-/// - **`SIGCONT`** (`kill -CONT PID`, or `fg`/`bg`) runs ``Lifecycle/resume()`` (after a
+/// - **`SIGCONT`** (`kill -CONT PID`, or `fg`/`bg`) runs `Lifecycle.resume()` (after a
 ///   suspend still under way); a resume error (a listener that could not reopen) goes to
 ///   `onResumeFailure`. A `SIGCONT` while active changes nothing.
 /// - Signals are handled in the order they arrive, each after the last one's suspend or
@@ -32,6 +32,7 @@ public final class LifecycleSignals: Sendable {
 
     /// Starts driving `lifecycle` from `SIGTSTP` and `SIGCONT`.
     /// - Parameters:
+    ///   - lifecycle: the lifecycle to suspend and resume.
     ///   - stopAfterSuspend: stop the process (`SIGSTOP`) once each suspend completed.
     ///   - onResumeFailure: called with the error of a resume that could not reopen a
     ///     listener.

@@ -24,7 +24,7 @@ import Synchronization
 public enum ProcessSignals {
     /// Calls `observer` with each of `signals` that arrives, until the observation is
     /// cancelled.
-    /// - Throws: when the pipe or a handler cannot be made, the errno's ``TransportError``
+    /// - Throws: when the pipe or a handler cannot be made, the errno's `TransportError`
     ///   (`docs/ERRORS.md`; `SIGKILL` and `SIGSTOP` cannot be caught: `EINVAL`); when the
     ///   thread cannot start, `resourceExhausted`/`resource limit`.
     public static func observe(

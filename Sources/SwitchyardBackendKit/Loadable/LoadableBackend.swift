@@ -33,7 +33,7 @@ public import Switchyard
 /// (`Sources/CSwitchyardBackendABI/include/switchyard_backend.h`) whose first field is
 /// the interface version, checked before anything else is read. The library's Swift
 /// objects stay in the library, behind opaque handles; the host gets a
-/// ``TransportBackend`` whose transports, connections, listeners and event loops call
+/// `TransportBackend` whose transports, connections, listeners and event loops call
 /// through the table and keep the core's contracts, because the library's backend keeps
 /// them. Errors cross field for field (code, reason, message, native error), endpoints
 /// and options as plain structs, read bytes borrowed from the library's buffer, written
@@ -67,15 +67,15 @@ public enum LoadableBackend {
     /// current folder) and returns its backend, ready to register.
     ///
     /// The library is opened with `RTLD_NOW | RTLD_LOCAL` and never closed.
-    /// - Throws: a ``TransportError`` naming the file, code `invalidArgument`:
+    /// - Throws: a `TransportError` naming the file, code `invalidArgument`:
     ///   - the file cannot be loaded (missing, not a shared library, an unresolved
-    ///     symbol): reason ``TransportError/Reason/cannotLoadLibrary``, with the dynamic
+    ///     symbol): reason `TransportError.Reason.cannotLoadLibrary`, with the dynamic
     ///     loader's words;
-    ///   - it has no `switchyard_backend_entry`: ``TransportError/Reason/noEntryPoint``;
+    ///   - it has no `switchyard_backend_entry`: `TransportError.Reason.noEntryPoint`;
     ///   - it was built for another interface version:
-    ///     ``TransportError/Reason/interfaceVersion``, saying both versions;
+    ///     `TransportError.Reason.interfaceVersion`, saying both versions;
     ///   - its table cannot be used (too small, no name, a NULL function):
-    ///     ``TransportError/Reason/malformedBackend``.
+    ///     `TransportError.Reason.malformedBackend`.
     public static func load(path: String) throws(TransportError) -> TransportBackend {
         try BackendLibrary.open(path: path).backend
     }
@@ -101,7 +101,7 @@ public enum LoadableBackend {
     /// names start with `lib` and end with `.so` (what a SwiftPM `.dynamic` product is
     /// called), sorted by name. Empty entries, and folders that do not exist, are
     /// skipped, as the shell does with `PATH`.
-    /// - Throws: `invalidArgument`, reason ``TransportError/Reason/cannotLoadLibrary``,
+    /// - Throws: `invalidArgument`, reason `TransportError.Reason.cannotLoadLibrary`,
     ///   naming the folder, for an entry that exists but cannot be listed.
     public static func libraries(inSearchPath searchPath: String) throws(TransportError) -> [String] {
         var found: [String] = []

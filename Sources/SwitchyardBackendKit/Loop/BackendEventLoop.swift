@@ -1,6 +1,6 @@
 public import Switchyard
 
-/// An ``TransportEventLoop`` as the toolkit's shared pieces see it: work can be handed to it with
+/// An `TransportEventLoop` as the toolkit's shared pieces see it: work can be handed to it with
 /// word back when it has stopped, and it defers callbacks to the end of its turn.
 public protocol BackendEventLoop: TransportEventLoop {
     /// Queues `work` for the loop; false (and `work` is not run) once the loop has
@@ -16,7 +16,7 @@ public protocol BackendEventLoop: TransportEventLoop {
 }
 
 extension BackendEventLoop {
-    /// ``TransportEventLoop/execute(_:)``: queues `work`; dropped once the loop has stopped.
+    /// `TransportEventLoop.execute(_:)`: queues `work`; dropped once the loop has stopped.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         _ = submit(work)
     }

@@ -11,7 +11,7 @@ import Synchronization
 /// Safety of `@unchecked Sendable`: the queue is behind its lock and the hint is atomic;
 /// `spare` is touched only by the loop (in ``runBatch(after:)``).
 public final class LoopTaskQueue: @unchecked Sendable {
-    /// What ``submit(_:wakeNeeded:)`` did.
+    /// What ``LoopTaskQueue/submit(_:wakeNeeded:wake:)`` did.
     public enum Submission: Sendable {
         /// Queued; wake the loop if `wake` (the first submitter since the last batch).
         case queued(wake: Bool)

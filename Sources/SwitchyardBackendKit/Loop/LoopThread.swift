@@ -7,7 +7,7 @@ public struct LoopThread: Sendable {
     private let handle: pthread_t
 
     /// Starts a thread running `body`.
-    /// - Throws: a ``TransportError`` when the thread cannot start.
+    /// - Throws: a `TransportError` when the thread cannot start.
     public init(name: String, _ body: @escaping @Sendable () -> Void) throws(TransportError) {
         handle = try startThread(name: name, body)
     }

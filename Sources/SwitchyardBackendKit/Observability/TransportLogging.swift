@@ -2,7 +2,7 @@ public import Logging
 public import Switchyard
 
 /// What a transport logs (swift-log), written once for every backend built on the toolkit,
-/// through the logger of its ``TransportConfiguration/logger``. Routine events are
+/// through the logger of its `TransportConfiguration.logger`. Routine events are
 /// `debug`, as swift-nio and grpc-swift do; only what an operator should hear about is
 /// above it. Nothing is logged per message.
 ///

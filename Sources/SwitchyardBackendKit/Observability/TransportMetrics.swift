@@ -8,7 +8,7 @@ import Synchronization
 /// | name | kind | dimensions | when |
 /// | --- | --- | --- | --- |
 /// | `switchyard_connections_opened_total` | counter | `backend`, `direction` (`inbound`, `outbound`) | a connection was accepted or connected |
-/// | `switchyard_connections_closed_total` | counter | `backend`, `reason` | a connection ended: `reason` is the end's ``TransportError/Reason`` name (`reset`, `stalled`, `reclaimed`, `shutdown`, `timed out`, ...) or `local` after a local close or reset |
+/// | `switchyard_connections_closed_total` | counter | `backend`, `reason` | a connection ended: `reason` is the end's `TransportError.Reason` name (`reset`, `stalled`, `reclaimed`, `shutdown`, `timed out`, ...) or `local` after a local close or reset |
 /// | `switchyard_connect_failures_total` | counter | `backend`, `reason` | a connect failed (the error's reason: `refused`, `name resolution`, `connect timeout`, ...) |
 /// | `switchyard_bytes_received_total` | counter | `backend` | a connection ended: the bytes it received (counted per connection in a plain integer on its loop) |
 /// | `switchyard_bytes_sent_total` | counter | `backend` | a connection ended: the bytes the kernel took from it |

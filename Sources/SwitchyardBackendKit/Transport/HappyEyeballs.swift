@@ -15,7 +15,7 @@ public import Switchyard
 ///   refused or unreachable costs nothing.
 /// - **The first to connect wins.** Every other attempt is cancelled (its descriptor is
 ///   closed); one that connected in the same instant is closed with `discard`.
-/// - **Ends.** Every attempt failed: the last failure. ``ConnectOptions/timeout`` passed
+/// - **Ends.** Every attempt failed: the last failure. `ConnectOptions.timeout` passed
 ///   (name resolution included): `deadlineExceeded`/`connect timeout`. The calling task
 ///   was cancelled: `cancelled`/`task cancelled` at once (the lookup and the attempts are
 ///   abandoned). An attempt failing with `cancelled` (the transport shut down),

@@ -11,12 +11,12 @@ public protocol TransportShutdownSequence: Sendable {
 
 extension TransportLifecycle: TransportShutdownSequence {}
 
-/// A ``Transport`` whose graceful and forced shutdowns are its ``TransportLifecycle``'s,
+/// A `Transport` whose graceful and forced shutdowns are its ``TransportLifecycle``'s,
 /// written once here. A backend's transport conforms, names its lifecycle as
 /// ``shutdownSequence``, and keeps only `deinit { lifecycle.shutdownFromDeinit() }`.
 public protocol LifecycleTransport: Transport {
-    /// The transport's lifecycle, which ``Transport/shutdown(gracePeriod:)`` and
-    /// ``Transport/shutdownNow()`` run. Call those, not this.
+    /// The transport's lifecycle, which `Transport.shutdown(gracePeriod:)` and
+    /// `Transport.shutdownNow()` run. Call those, not this.
     var shutdownSequence: any TransportShutdownSequence { get }
 }
 

@@ -11,7 +11,7 @@ public protocol TransportResource: AnyObject, Sendable {
 
 /// A transport's life, written once for every backend: whether it still takes connects
 /// and listens, its open listeners, its open connections and pending connects (the
-/// resource registry), and the shutdown sequence of the ``Transport`` contract.
+/// resource registry), and the shutdown sequence of the `Transport` contract.
 ///
 /// - ``shutdown(gracePeriod:)`` closes every listener at once, waits up to the grace
 ///   period for the open resources to end, then does what ``shutdownNow()`` does.

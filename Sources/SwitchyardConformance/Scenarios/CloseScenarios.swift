@@ -1,6 +1,6 @@
 import Switchyard
 
-// Half-close, close, reset, shutdown: KIT-CHECKLIST sections D, E and F.
+// Half-close, close, reset, shutdown: KitChecklist.md sections D, E and F.
 
 extension ConformanceScenario {
     /// 5. Half-close: end of stream one way, the other way goes on.

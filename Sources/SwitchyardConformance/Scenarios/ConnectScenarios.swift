@@ -1,6 +1,6 @@
 import Switchyard
 
-// Connect and accept: KIT-CHECKLIST section A, and H2.
+// Connect and accept: KitChecklist.md section A, and H2.
 
 extension ConformanceScenario {
     /// 1. Connect, accept, exchange bytes, close twice on each side.

@@ -4,7 +4,7 @@ import SwitchyardBackendKit
 import Synchronization
 
 // Accept when the process is out of descriptors, as libuv's `emfile` test does it
-// (KIT-CHECKLIST C6 for a listener: no busy loop; A10: accepting resumes).
+// (KitChecklist.md C6 for a listener: no busy loop; A10: accepting resumes).
 
 extension ConformanceScenario {
     /// 61. Out of descriptors (`EMFILE`) with connections waiting to be accepted: the

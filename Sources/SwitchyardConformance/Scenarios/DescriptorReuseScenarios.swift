@@ -1,6 +1,6 @@
 import Switchyard
 
-// Descriptor reuse: KIT-CHECKLIST A11 (with E7 and G2 on the way).
+// Descriptor reuse: KitChecklist.md A11 (with E7 and G2 on the way).
 
 extension ConformanceScenario {
     /// 60. A connection closed with unread data, replaced at once, 200 times: the kernel

@@ -1,7 +1,7 @@
 import Glibc
 import Switchyard
 
-// IPv6 on real links (KIT-CHECKLIST A13 beyond loopback, H1): the fault scenarios 30 to
+// IPv6 on real links (KitChecklist.md A13 beyond loopback, H1): the fault scenarios 30 to
 // 33 again over a `FaultNetwork` with IPv6 only (unique local addresses, IPv6 default
 // routes), and a link-local address with its scope. Every socket pair runs them; they
 // need root (and ip, nft) and skip with one line without it, and skip the in-memory

@@ -1,6 +1,6 @@
 import Switchyard
 
-// Integrity and write completions: KIT-CHECKLIST section B, and F1.
+// Integrity and write completions: KitChecklist.md section B, and F1.
 
 extension ConformanceScenario {
     /// 3. Echo from 1 byte to 16 MiB through the raw ``EchoHandler``.

@@ -1,6 +1,6 @@
 import Switchyard
 
-// Demand-driven reads and backpressure: KIT-CHECKLIST section C.
+// Demand-driven reads and backpressure: KitChecklist.md section C.
 
 extension ConformanceScenario {
     /// 12. Nothing is read before startReading, nothing after stopReading.

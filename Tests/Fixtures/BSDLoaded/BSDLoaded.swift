@@ -5,7 +5,7 @@
 import SwitchyardBSD
 import SwitchyardBackendKit
 
-// doc-block begin (README.md shows this entry point; the loading tests load and run it)
+// doc-block begin (the toolkit's article LoadingABackend.md shows this entry point; the loading tests load and run it)
 @_cdecl("switchyard_backend_entry")
 public func switchyardBackendEntry() -> UnsafeRawPointer {
     var backend = BSDTransport.backend
