@@ -1,7 +1,7 @@
 // libFuzzer target for the endpoint parser: `Endpoint(parsing:)`, `Endpoint.validate`,
 // and the IP literal parsers and formatters of `IPAddress`
 // (Sources/Switchyard/Endpoint.swift), which read every address a user, an option or an
-// environment value gives, and which `SocketAddress(literal:)` turns into a sockaddr.
+// environment value gives, and which `SystemSocketAddress(literal:)` turns into a sockaddr.
 //
 // Not a SwiftPM target: `scripts/fuzz` compiles this file with Endpoint.swift and the
 // core's TransportError.swift into one instrumented binary,

@@ -1,9 +1,9 @@
 // libFuzzer target for `FrameDecoder` (and the status payload, `CallStatus(decoding:)`,
-// and the metadata payloads, `Metadata.decodeHeaders`/`decodeTrailers`).
+// and the metadata payloads, `CallMetadata.decodeHeaders`/`decodeTrailers`).
 //
 // Not a SwiftPM target: `scripts/fuzz` compiles this file together with the core's own
 // sources that the decoder needs (Frame.swift, CallStatus.swift, TransportError.swift,
-// Metadata.swift, Metadata+Frame.swift)
+// Metadata.swift, CallMetadata+Frame.swift)
 // into one instrumented binary, `swiftc -sanitize=fuzzer,address`. Any broken invariant
 // below is a `fatalError`, which libFuzzer reports as a crash and saves as an artifact.
 //
@@ -147,15 +147,15 @@ private func checkMetadataPayload(_ kind: Frame.Kind, _ payload: [UInt8]) {
     let frame = Frame.encode(kind, payload: payload)
     do {
         if kind == .headers {
-            let (method, metadata) = try Metadata.decodeHeaders(payload)
-            let again = Metadata.headersFrame(method: method, metadata: metadata)
+            let (method, metadata) = try CallMetadata.decodeHeaders(payload)
+            let again = CallMetadata.headersFrame(method: method, metadata: metadata)
             check(again == frame, "headers \(hex(payload)) decode as \(method) \(metadata), which re-encodes as \(hex(again))")
         } else {
-            let metadata = try Metadata.decodeTrailers(payload)
-            let again = Metadata.trailersFrame(metadata)
+            let metadata = try CallMetadata.decodeTrailers(payload)
+            let again = CallMetadata.trailersFrame(metadata)
             check(again == frame, "trailers \(hex(payload)) decode as \(metadata), which re-encodes as \(hex(again))")
             // What decoded also passes the rules for adding it.
-            var added = Metadata()
+            var added = CallMetadata()
             for entry in metadata {
                 do { try added.add(entry.value, forKey: entry.key) } catch { fatalError("decoded pair \(entry) is refused by add: \(error)") }
             }

@@ -18,7 +18,7 @@
 // mode (the default) works against any raw TCP echo server.
 //
 // Framed mode talks to `echo-server --mode framed`: each connection is one call on a
-// Channel, each round trip sends one message and waits for the echoed message (with
+// CallChannel, each round trip sends one message and waits for the echoed message (with
 // `--flow-control on` asking for exactly one message per round trip); then the client
 // finishes sending and expects the call to end with status OK. Against a raw echo server
 // the messages come back intact (a raw echo of a frame is the same frame) but no status
@@ -150,7 +150,7 @@ struct EchoClient: AsyncParsableCommand {
         let endpoint = path.map { Endpoint(unixPath: $0) } ?? Endpoint(host: host, port: port)
         let options = ConnectOptions(timeout: .milliseconds(Int64(connectTimeout * 1000)))
         let (count, size, mode) = (self.count, self.size, self.mode)
-        let callOptions = CallOptions(enableFlowControl: flowControl == .on, maximumMessageSize: Self.maximumSize)
+        let callOptions = CallConfiguration(enableFlowControl: flowControl == .on, maximumMessageSize: Self.maximumSize)
         // Framed mode: one channel; each connection is one call on it (its own connection).
         // With --reconnect the channel follows the network, so a change of category ends
         // its calls at once (unavailable, connectivity changed) instead of letting them stall.
@@ -172,7 +172,7 @@ struct EchoClient: AsyncParsableCommand {
             observation?.cancel()
             monitor?.close()
         }
-        let channel = Channel(target: endpoint, transport: transport, connectOptions: options, monitor: monitor)
+        let channel = CallChannel(target: endpoint, transport: transport, connectOptions: options, monitor: monitor)
         let reconnectTimeout: Duration? = reconnect ? .milliseconds(Int64(self.reconnectTimeout * 1000)) : nil
         let statistics = RunStatistics(concurrency: concurrency)
         let progress = Task {
@@ -350,14 +350,14 @@ func roundTrips(
 
 /// Framed mode: one call's round trips; each one's latency goes to `statistics`.
 ///
-/// Runs on the call's event loop (``Channel/withCall(options:_:)``). Each round trip
+/// Runs on the call's event loop (``CallChannel/withCall(options:_:)``). Each round trip
 /// sends one message without waiting for it to reach the kernel (as in raw mode, so a
 /// message larger than the socket buffers cannot deadlock against a server that pushes
 /// back), then awaits the next message: with flow control on, that await is what asks
 /// for it (`receiveNextMessage()`), so the call never holds more than one. After the
 /// last round trip the client finishes sending and expects no more messages and status OK.
 func framedRoundTrips(
-    channel: Channel, options: CallOptions, connection index: Int, count: Int, size: Int,
+    channel: CallChannel, options: CallConfiguration, connection index: Int, count: Int, size: Int,
     statistics: RunStatistics, reconnectTimeout: Duration? = nil
 ) async throws {
     let progress = FramedProgress(count: count)

@@ -157,7 +157,7 @@ struct EchoServer: AsyncParsableCommand {
             let flowControl = self.flowControl == .on
             // Flow control on: the manual policy with the first message already asked for
             // (see FirstMessageAskedFlowController).
-            let options = CallOptions(
+            let options = CallConfiguration(
                 enableFlowControl: flowControl, maximumMessageSize: framedMaximumMessageSize,
                 flowController: flowControl ? FirstMessageAskedFlowController() : nil)
             let callServer: CallServer
@@ -336,7 +336,7 @@ final class FramedEchoHandler: CallHandler {
 /// semantics (deliver only what was asked for; report each write) after one
 /// `receiveNextMessage()`.
 ///
-/// Why not `CallOptions(enableFlowControl: true)` plus `call.receiveNextMessage()` in
+/// Why not `CallConfiguration(enableFlowControl: true)` plus `call.receiveNextMessage()` in
 /// `makeHandler`: the server attaches the handler (and only then may the call read) on
 /// the call's loop after `makeHandler` returns, and a request that reaches the loop first
 /// starts reading a connection that has no handler yet, losing the first bytes. A

@@ -13,7 +13,7 @@
 // certificate to a server that asks for one (the TLS options are echo-client's:
 // Examples/ToolSupport). Every resumed call makes a new TLS connection.
 //
-// One `Transfer` over a `Channel`: the file goes in chunks, the server acknowledges what
+// One `Transfer` over a `CallChannel`: the file goes in chunks, the server acknowledges what
 // it synced, and a broken call is followed by a new one that resumes from the server's
 // last acknowledged offset, for up to --reconnect-timeout seconds after the break.
 // A path that dies without an error (a network switch, a link gone) breaks the call only
@@ -171,7 +171,7 @@ struct Send: AsyncParsableCommand {
             observation?.cancel()
             monitor?.close()
         }
-        let channel = Channel(target: Endpoint(host: host, port: port), transport: transport, monitor: monitor)
+        let channel = CallChannel(target: Endpoint(host: host, port: port), transport: transport, monitor: monitor)
         let options = TransferOptions(
             reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState)
         let transfer = Transfer(channel: channel, options: options)

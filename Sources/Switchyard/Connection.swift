@@ -47,7 +47,7 @@ public protocol Connection: AnyObject, Sendable {
     /// The registered name of the backend that made this connection.
     var backendName: String { get }
     /// The loop the connection lives on; its handler runs there.
-    var eventLoop: any EventLoop { get }
+    var eventLoop: any TransportEventLoop { get }
     /// This end's address (port > 0, never the wildcard; for a Unix-domain socket, its
     /// path or name).
     var localAddress: Endpoint { get }

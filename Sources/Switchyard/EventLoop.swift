@@ -6,8 +6,8 @@
 /// A loop is also a `TaskExecutor`: async code can run on it
 /// (`withTaskExecutorPreference(loop)`, `Task(executorPreference: loop)`), so awaiting an
 /// event that the loop itself produces resumes on the loop, with no hop to the global
-/// pool. ``Channel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the async face so.
-public protocol EventLoop: AnyObject, Sendable, TaskExecutor {
+/// pool. ``CallChannel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the async face so.
+public protocol TransportEventLoop: AnyObject, Sendable, TaskExecutor {
     /// Whether the calling thread is this loop's thread.
     var inEventLoop: Bool { get }
     /// Runs `work` on the loop, after the work already queued. Never runs it inline,
@@ -15,7 +15,7 @@ public protocol EventLoop: AnyObject, Sendable, TaskExecutor {
     func execute(_ work: @escaping @Sendable () -> Void)
 }
 
-extension EventLoop {
+extension TransportEventLoop {
     /// Runs a task's job on the loop.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)

@@ -119,7 +119,7 @@ extension TransportError {
         /// The network path under the connection changed within one category: the
         /// default route moved to another interface, or the local address the connection
         /// uses went away (Wi-Fi that moved to another hotspot). The old socket would
-        /// stall without an error, so a ``Channel`` ends its calls on the old path at once
+        /// stall without an error, so a ``CallChannel`` ends its calls on the old path at once
         /// (see ``PathChange``).
         public static let pathChanged = Reason("path changed")
         /// No interface carries a default route (the category is `none`).

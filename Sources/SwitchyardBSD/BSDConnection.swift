@@ -16,8 +16,8 @@ import SwitchyardBackendKit
 /// other threads read.
 final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
-    private let localSocketAddress: SocketAddress
-    private let remoteSocketAddress: SocketAddress
+    private let localSocketAddress: SystemSocketAddress
+    private let remoteSocketAddress: SystemSocketAddress
     /// Formatted when asked (not per accepted connection: formatting allocates).
     var localAddress: Endpoint { localSocketAddress.endpoint }
     var remoteAddress: Endpoint { remoteSocketAddress.endpoint }
@@ -51,7 +51,7 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
     private var wroteSinceSweep = false
 
     init(
-        socket: consuming Socket, loop: EpollEventLoop, local: SocketAddress, remote: SocketAddress,
+        socket: consuming Socket, loop: EpollEventLoop, local: SystemSocketAddress, remote: SystemSocketAddress,
         lifecycle: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) {
         self.descriptor = socket.descriptor

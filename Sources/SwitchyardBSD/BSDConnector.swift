@@ -14,7 +14,7 @@ import Synchronization
 /// `loop`.
 final class BSDConnector: PendingConnect, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
-    private let address: SocketAddress
+    private let address: SystemSocketAddress
     private let timeout: Duration
     private let registry: TransportLifecycle<EpollEventLoop>
     private let stall: StallMonitors?
@@ -24,7 +24,7 @@ final class BSDConnector: PendingConnect, Selectable, LoopBoundResource, @unchec
     private var timer: LoopTimer?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: EpollEventLoop, address: SocketAddress, timeout: Duration, registry: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?) {
+    init(loop: EpollEventLoop, address: SystemSocketAddress, timeout: Duration, registry: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?) {
         self.loop = loop
         self.address = address
         self.timeout = timeout
@@ -112,7 +112,7 @@ final class BSDConnector: PendingConnect, Selectable, LoopBoundResource, @unchec
             loop.deregister(fd)
             registered = false
         }
-        let local: SocketAddress
+        let local: SystemSocketAddress
         do {
             local = try Posix.localAddress(fd)
         } catch {

@@ -16,7 +16,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     let localAddress: Endpoint
     /// The local address of every accepted connection, when the listener is bound to one
     /// address (not a wildcard): it saves a getsockname per accept.
-    private let acceptedLocal: SocketAddress?
+    private let acceptedLocal: SystemSocketAddress?
     let connections = AcceptedConnections()
     var backendName: String { "bsd" }
 
@@ -34,7 +34,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
     /// The transport makes it on `loop`, so the socket belongs to the loops' network
     /// namespace, like every socket of the transport.
     init(
-        address: SocketAddress, backlog: Int, loop: EpollEventLoop, group: EpollEventLoopGroup,
+        address: SystemSocketAddress, backlog: Int, loop: EpollEventLoop, group: EpollEventLoopGroup,
         registry: TransportLifecycle<EpollEventLoop>, stall: StallMonitors?
     ) throws(TransportError) {
         let fd: CInt
@@ -109,7 +109,7 @@ final class BSDListener: Listener, Selectable, @unchecked Sendable {
         }
     }
 
-    private func hand(_ socket: consuming Socket, remote: SocketAddress) {
+    private func hand(_ socket: consuming Socket, remote: SystemSocketAddress) {
         let fd = socket.descriptor
         try? Posix.setNoDelay(fd)
         try? stall?.settings.apply(to: fd)

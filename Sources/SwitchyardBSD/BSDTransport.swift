@@ -68,7 +68,7 @@ public final class BSDTransport: LifecycleTransport {
         }
     }
 
-    private func connect(to address: SocketAddress, timeout: Duration) async throws -> BSDConnection {
+    private func connect(to address: SystemSocketAddress, timeout: Duration) async throws -> BSDConnection {
         try await BSDConnector(loop: group.next(), address: address, timeout: timeout, registry: lifecycle, stall: stall)
             .connected()
     }
@@ -76,7 +76,7 @@ public final class BSDTransport: LifecycleTransport {
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let address = try await Resolver.listenAddress(for: endpoint)
+        let address = try await HostResolver.listenAddress(for: endpoint)
         let loop = group.next()
         let group = self.group
         let lifecycle = self.lifecycle

@@ -240,9 +240,9 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
 }
 
 /// The bsd backend's loops.
-typealias EpollEventLoopGroup = EventLoopGroup<EpollEventLoop>
+typealias EpollEventLoopGroup = TransportEventLoopGroup<EpollEventLoop>
 
-extension EventLoopGroup where Loop == EpollEventLoop {
+extension TransportEventLoopGroup where Loop == EpollEventLoop {
     /// Starts `count` epoll loops (default: one per core), threads named `name-N`.
     convenience init(count: Int?, name: String) throws(TransportError) {
         try self.init(count: count ?? Posix.onlineCores()) { index throws(TransportError) in

@@ -15,13 +15,13 @@ import Synchronization
 /// never blocks a loop; its failure ends the connect at once with `unavailable`, reason
 /// `name resolution`. A lookup ends at once with `cancelled`/`task cancelled` when the
 /// calling task is cancelled (the thread finishes the query and drops its answer).
-public enum Resolver {
+public enum HostResolver {
     /// The address a listener binds for `endpoint`: its literal, else the first address
     /// its name resolves to (every backend listens the same way).
     /// - Throws: `invalidArgument` for a malformed literal; `unavailable`/`name resolution`
     ///   when the name has no address.
-    public static func listenAddress(for endpoint: Endpoint) async throws(TransportError) -> SocketAddress {
-        if let literal = try SocketAddress(literal: endpoint) { return literal }
+    public static func listenAddress(for endpoint: Endpoint) async throws(TransportError) -> SystemSocketAddress {
+        if let literal = try SystemSocketAddress(literal: endpoint) { return literal }
         guard let first = try await resolve(endpoint).first else {
             throw TransportError.nameResolution(endpoint.host, detail: "no addresses")
         }
@@ -29,21 +29,21 @@ public enum Resolver {
     }
 
     /// The addresses for `endpoint`, in the order the resolver gives them.
-    public static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SocketAddress] {
-        if let literal = try SocketAddress(literal: endpoint) { return [literal] }
+    public static func resolve(_ endpoint: Endpoint) async throws(TransportError) -> [SystemSocketAddress] {
+        if let literal = try SystemSocketAddress(literal: endpoint) { return [literal] }
         let host = endpoint.host
         try NameResolution.checkResolvable(host)
         let port = endpoint.port
         if NameResolution.isLocalhost(host) {
-            var loopback: [SocketAddress] = []
+            var loopback: [SystemSocketAddress] = []
             for host in ["127.0.0.1", "::1"] {
-                if let address = try SocketAddress(literal: Endpoint(host: host, port: port)) { loopback.append(address) }
+                if let address = try SystemSocketAddress(literal: Endpoint(host: host, port: port)) { loopback.append(address) }
             }
             return loopback
         }
         let lookup = Lookup()
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<[SocketAddress], TransportError>, Never>) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<[SystemSocketAddress], TransportError>, Never>) in
                 guard lookup.wait(continuation) else { return }
                 let started = runOnNewThread(name: "sy-resolve") {
                     lookup.answer(Posix.resolve(host: host, port: port))
@@ -65,14 +65,14 @@ public enum Resolver {
     private final class Lookup: Sendable {
         private enum State {
             case idle
-            case waiting(CheckedContinuation<Result<[SocketAddress], TransportError>, Never>)
-            case answered(Result<[SocketAddress], TransportError>?)
+            case waiting(CheckedContinuation<Result<[SystemSocketAddress], TransportError>, Never>)
+            case answered(Result<[SystemSocketAddress], TransportError>?)
         }
         private let state = Mutex(State.idle)
 
         /// Sets the waiter; false when an answer came first (it was resumed with it).
-        func wait(_ continuation: CheckedContinuation<Result<[SocketAddress], TransportError>, Never>) -> Bool {
-            let early = state.withLock { state -> Result<[SocketAddress], TransportError>?? in
+        func wait(_ continuation: CheckedContinuation<Result<[SystemSocketAddress], TransportError>, Never>) -> Bool {
+            let early = state.withLock { state -> Result<[SystemSocketAddress], TransportError>?? in
                 switch state {
                 case .idle:
                     state = .waiting(continuation)
@@ -90,8 +90,8 @@ public enum Resolver {
         }
 
         /// Answers the lookup; later answers are dropped.
-        func answer(_ result: Result<[SocketAddress], TransportError>) {
-            let waiter = state.withLock { state -> CheckedContinuation<Result<[SocketAddress], TransportError>, Never>? in
+        func answer(_ result: Result<[SystemSocketAddress], TransportError>) {
+            let waiter = state.withLock { state -> CheckedContinuation<Result<[SystemSocketAddress], TransportError>, Never>? in
                 switch state {
                 case .idle:
                     state = .answered(result)

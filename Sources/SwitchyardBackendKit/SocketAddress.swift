@@ -4,7 +4,7 @@ public import Switchyard
 
 /// A socket address (IPv4 or IPv6) in `sockaddr_storage`, convertible to and from
 /// ``Endpoint`` without the resolver.
-public struct SocketAddress: Sendable, CustomStringConvertible {
+public struct SystemSocketAddress: Sendable, CustomStringConvertible {
     private var storage: sockaddr_storage
     public private(set) var length: socklen_t
 

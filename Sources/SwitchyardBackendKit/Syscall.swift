@@ -149,7 +149,7 @@ public enum Posix {
         return value
     }
 
-    public static func bind(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) {
+    public static func bind(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) {
         _ = try syscallNonBlocking("bind") { address.withSockaddr { Glibc.bind(fd, $0, $1) } }
     }
 
@@ -158,7 +158,7 @@ public enum Posix {
     }
 
     /// Accepts one connection, nonblocking and close-on-exec; `.wouldBlock` when none waits.
-    public static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SocketAddress)> {
+    public static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SystemSocketAddress)> {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try syscall("accept4") {
@@ -169,14 +169,14 @@ public enum Posix {
             }
         }
         switch result {
-        case .done(let client): return .done((client, SocketAddress(storage: storage, length: length)))
+        case .done(let client): return .done((client, SystemSocketAddress(storage: storage, length: length)))
         case .wouldBlock: return .wouldBlock
         }
     }
 
     /// Starts a nonblocking connect: `.done` when it connected at once, `.wouldBlock`
     /// while in progress (wait for writability, then `socketError`).
-    public static func connect(_ fd: CInt, _ address: SocketAddress) throws(SyscallError) -> IOResult<Void> {
+    public static func connect(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) -> IOResult<Void> {
         switch try syscall("connect", { address.withSockaddr { Glibc.connect(fd, $0, $1) } }) {
         case .done: return .done(())
         case .wouldBlock: return .wouldBlock
@@ -231,22 +231,22 @@ public enum Posix {
         return FileStatus(device: UInt64(status.st_dev), inode: UInt64(status.st_ino), mode: UInt32(status.st_mode))
     }
 
-    public static func localAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+    public static func localAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getsockname") {
             withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.getsockname(fd, $0, &length) } }
         }
-        return SocketAddress(storage: storage, length: length)
+        return SystemSocketAddress(storage: storage, length: length)
     }
 
-    public static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SocketAddress {
+    public static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getpeername") {
             withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.getpeername(fd, $0, &length) } }
         }
-        return SocketAddress(storage: storage, length: length)
+        return SystemSocketAddress(storage: storage, length: length)
     }
 
     /// Disables Nagle's algorithm, so small writes leave at once (request/response).
@@ -352,7 +352,7 @@ public enum Posix {
     // MARK: name resolution (getaddrinfo reports through its return value, not errno)
 
     /// Resolves `host` for TCP with `getaddrinfo`. Blocking: call it off the event loops.
-    public static func resolve(host: String, port: Int) -> Result<[SocketAddress], TransportError> {
+    public static func resolve(host: String, port: Int) -> Result<[SystemSocketAddress], TransportError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = CInt(SOCK_STREAM.rawValue)
@@ -365,11 +365,11 @@ public enum Posix {
             return .failure(.nameResolution(host, detail: detail, native: native))
         }
         defer { freeaddrinfo(first) }
-        var addresses: [SocketAddress] = []
+        var addresses: [SystemSocketAddress] = []
         var cursor: UnsafeMutablePointer<addrinfo>? = first
         while let entry = cursor {
             if let address = entry.pointee.ai_addr {
-                addresses.append(SocketAddress(address, length: entry.pointee.ai_addrlen))
+                addresses.append(SystemSocketAddress(address, length: entry.pointee.ai_addrlen))
             }
             cursor = entry.pointee.ai_next
         }

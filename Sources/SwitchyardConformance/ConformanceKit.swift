@@ -65,7 +65,7 @@ import SwitchyardBackendKit
 /// **B. Integrity**
 /// - B1 (3, 4; 64: a call's method and metadata, response and trailing metadata). B2
 ///   (23: frames split anywhere, over calls; the byte-stream `Connection` has no
-///   frames; 64: a metadata frame over `CallOptions.maximumMetadataSize` or malformed
+///   frames; 64: a metadata frame over `CallConfiguration.maximumMetadataSize` or malformed
 ///   ends only its call). B3 (11, 13: unawaited writes let a backend gather and write in
 ///   part). B4 (3: 16 MiB, not 50 MB, to keep debug runs short; 22: 256 MiB over a
 ///   call). B5 (11, 13, 19). B7 (3: 8 MiB in one write; 18: 4 MiB messages).
@@ -107,10 +107,10 @@ import SwitchyardBackendKit
 ///   calls to its `Call`). F5 (24; 50 for a pending connect; 53: a task
 ///   cancelled while it waits on a call's read, pushed-back write or status ends it at
 ///   once with `cancelled`). F6 (14, 24). F7 (49: a connect, `deadlineExceeded`/`connect
-///   timeout`; 54: a call's deadline, `CallOptions.timeout`, `deadlineExceeded`/`timed
+///   timeout`; 54: a call's deadline, `CallConfiguration.timeout`, `deadlineExceeded`/`timed
 ///   out` within 100 ms of it). F8 (14:
 ///   `shutdownNow`; 17: the grace period; 41–46: suspend and its grace period).
-/// - F9: not applicable: a `Channel` has no reconnect backoff; each call connects
+/// - F9: not applicable: a `CallChannel` has no reconnect backoff; each call connects
 ///   afresh (25), so there is no backoff to shut down during.
 ///
 /// **G. Leaks**
@@ -152,7 +152,7 @@ import SwitchyardBackendKit
 ///   (57: refused; 58: unreachable
 ///   and black-holed, raced after 250 ms as RFC 8305 says). J5 (34: with no connectivity
 ///   a new call fails at once with `unavailable` (no connectivity)).
-/// - J2: by construction, not by a scenario: a `Channel` connects only when a call
+/// - J2: by construction, not by a scenario: a `CallChannel` connects only when a call
 ///   starts (its contract), and every call scenario starts from a fresh channel.
 ///
 /// **Beyond the checklist**: suspend and resume (behaviour 7 of the design): 41

@@ -76,7 +76,7 @@ public final class MemoryTransport: LifecycleTransport {
     public init(configuration: TransportConfiguration = .init()) throws {
         try configuration.validate()
         lifecycle = TransportLifecycle(
-            group: try EventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"),
+            group: try TransportEventLoopGroup<WorkerEventLoop>(count: configuration.eventLoopCount, name: "sy-mem"),
             observer: TransportObserver(backend: Self.backendName, logger: configuration.logger))
     }
 

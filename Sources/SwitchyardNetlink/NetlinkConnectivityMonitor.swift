@@ -16,7 +16,7 @@ import Synchronization
 /// The path also lists that interface's addresses (``ConnectivityPath/addresses``, IPv6
 /// link-local ones left out), so a move of the default route to another interface of
 /// the same category, and an address of the path that goes away, are changes a
-/// ``Channel`` sees as path changes (``PathChange``); an address added to that interface
+/// ``CallChannel`` sees as path changes (``PathChange``); an address added to that interface
 /// is a change too (no connection ends for it).
 ///
 /// ## Timing

@@ -19,7 +19,7 @@
 // - Transport: its event loops outlive every service that uses them, and its own
 //   shutdown(gracePeriod:) already is graceful-then-forced; a tool shuts it down after
 //   its group returns. (An `any Transport` could not conform anyway.)
-// - Channel: a client's calls belong to the caller's tasks, which cancel them.
+// - CallChannel: a client's calls belong to the caller's tasks, which cancel them.
 
 public import ServiceLifecycle
 public import Switchyard

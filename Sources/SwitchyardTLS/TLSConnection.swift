@@ -55,7 +55,7 @@ public import Switchyard
 ///   peer first. The wrapped connection's own errors pass through unchanged.
 /// - **After the loops stopped**, a call from another thread is answered on the caller's
 ///   thread, as ``Connection`` says, when the wrapped connection's loop is the toolkit's
-///   (bsd, libuv, memory, TLS over them). Over any other ``EventLoop`` (a backend loaded
+///   (bsd, libuv, memory, TLS over them). Over any other ``TransportEventLoop`` (a backend loaded
 ///   from a library, for one), which cannot say it has stopped, such a call is dropped;
 ///   the connection had ended by then.
 public final class TLSConnection: Connection {
@@ -63,7 +63,7 @@ public final class TLSConnection: Connection {
     public let wrapped: any Connection
     /// The wrapped connection's backend name with `+tls`, for example `"bsd+tls"`.
     public var backendName: String { stream.backendName }
-    public var eventLoop: any EventLoop { wrapped.eventLoop }
+    public var eventLoop: any TransportEventLoop { wrapped.eventLoop }
     public var localAddress: Endpoint { wrapped.localAddress }
     public var remoteAddress: Endpoint { wrapped.remoteAddress }
     /// The application protocol ALPN settled on, or nil.

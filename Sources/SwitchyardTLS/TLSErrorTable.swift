@@ -52,7 +52,7 @@ extension TransportError.NativeError.Domain {
 /// All are `unavailable` except where the caller or a deadline is the cause: a TLS
 /// failure ends this connection, and a fresh one (after the peer's or this side's
 /// configuration is fixed) is what may work, which is what `unavailable` means to a
-/// ``Channel``. The `certificate` reason is the one to look at before retrying.
+/// ``CallChannel``. The `certificate` reason is the one to look at before retrying.
 public enum TLSErrorTable {
     /// The failure when the peer closed the TCP stream during the handshake.
     public static func closedDuringHandshake() -> TransportError {

@@ -1,12 +1,12 @@
 public import Switchyard
 import Synchronization
 
-/// The sending side of one resumable transfer, over calls on a ``Channel`` (so on any
+/// The sending side of one resumable transfer, over calls on a ``CallChannel`` (so on any
 /// backend): it sends a source to a ``TransferServer`` in chunks and survives broken
 /// calls by asking the receiver where to resume.
 ///
 /// ```swift
-/// let transfer = Transfer(channel: Channel(target: server, transport: transport))
+/// let transfer = Transfer(channel: CallChannel(target: server, transport: transport))
 /// Task { for await report in transfer.progress { print(report.bytesAcknowledged) } }
 /// let result = try await transfer.send(file: "/data/big.bin")
 /// print(result.sha256Hex)
@@ -34,7 +34,7 @@ import Synchronization
 /// source's read error; `internal`/`protocol violation` for a receiver that breaks the
 /// protocol.
 public final class Transfer: Sendable {
-    public let channel: Channel
+    public let channel: CallChannel
     public let options: TransferOptions
     private let progressStream: AsyncStream<TransferProgress>
     private let progressContinuation: AsyncStream<TransferProgress>.Continuation
@@ -47,7 +47,7 @@ public final class Transfer: Sendable {
     }
     private let state = Mutex(State())
 
-    public init(channel: Channel, options: TransferOptions = TransferOptions()) {
+    public init(channel: CallChannel, options: TransferOptions = TransferOptions()) {
         self.channel = channel
         self.options = options
         (progressStream, progressContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))

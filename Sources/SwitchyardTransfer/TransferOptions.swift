@@ -43,5 +43,5 @@ public struct TransferOptions: Sendable {
     var effectiveChunkSize: Int { max(1, min(chunkSize, window / 2)) }
 
     /// The calls' options: flow control on.
-    var callOptions: CallOptions { CallOptions(enableFlowControl: true) }
+    var callOptions: CallConfiguration { CallConfiguration(enableFlowControl: true) }
 }

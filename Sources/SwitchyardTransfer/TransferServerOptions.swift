@@ -18,7 +18,7 @@ public struct TransferServerOptions: Sendable {
     }
 
     /// The calls' options: flow control on, messages up to a chunk plus its header.
-    var callOptions: CallOptions {
-        CallOptions(enableFlowControl: true, maximumMessageSize: maximumChunkSize + 64)
+    var callOptions: CallConfiguration {
+        CallConfiguration(enableFlowControl: true, maximumMessageSize: maximumChunkSize + 64)
     }
 }

@@ -19,7 +19,7 @@ import Synchronization
 /// only on `loop`; the rest is immutable.
 final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
-    private let address: SocketAddress
+    private let address: SystemSocketAddress
     private let timeout: Duration
     private let registry: TransportLifecycle<UVEventLoop>
     private let settings: UVSocketSettings
@@ -30,7 +30,7 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
     private var timer: UnsafeMutablePointer<uv_timer_t>?
     private let cancelRequested = Atomic<Bool>(false)
 
-    init(loop: UVEventLoop, address: SocketAddress, timeout: Duration, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings) {
+    init(loop: UVEventLoop, address: SystemSocketAddress, timeout: Duration, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings) {
         self.loop = loop
         self.address = address
         self.timeout = timeout
@@ -142,13 +142,13 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
         }
         settings.apply(to: tcp)
         let local: Endpoint
-        switch SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
+        switch SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
         case .success(let address): local = address.endpoint
         case .failure(let status):
             finish(.failure(UVErrorTable.error(status.code, "reading the local address")))
             return
         }
-        let remote = (try? SocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
+        let remote = (try? SystemSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
         self.tcp = nil
         let connection = UVConnection(
             tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,

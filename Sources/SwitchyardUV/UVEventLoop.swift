@@ -312,9 +312,9 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
 }
 
 /// The libuv backend's loops.
-typealias UVEventLoopGroup = EventLoopGroup<UVEventLoop>
+typealias UVEventLoopGroup = TransportEventLoopGroup<UVEventLoop>
 
-extension EventLoopGroup where Loop == UVEventLoop {
+extension TransportEventLoopGroup where Loop == UVEventLoop {
     /// Starts `count` libuv loops (default: one per core), threads named `name-N`.
     convenience init(count: Int?, name: String) throws(TransportError) {
         try self.init(count: count ?? Int(uv_available_parallelism())) { index throws(TransportError) in

@@ -60,7 +60,7 @@ final class UVListener: Listener, @unchecked Sendable {
 
     /// Binds and listens on `loop`. Call on the loop.
     static func open(
-        address: SocketAddress, backlog: Int, loop: UVEventLoop, group: UVEventLoopGroup,
+        address: SystemSocketAddress, backlog: Int, loop: UVEventLoop, group: UVEventLoopGroup,
         registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings
     ) throws(TransportError) -> UVListener {
         loop.assertInLoop()
@@ -78,7 +78,7 @@ final class UVListener: Listener, @unchecked Sendable {
         let bindStatus = address.withSockaddr { pointer, _ in uv_tcp_bind(tcp, pointer, 0) }
         if bindStatus < 0 { throw fail(bindStatus, "binding") }
         let local: Endpoint
-        switch SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
+        switch SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
         case .success(let address): local = address.endpoint
         case .failure(let status): throw fail(status.code, "reading the address of")
         }
@@ -183,8 +183,8 @@ final class UVListener: Listener, @unchecked Sendable {
         registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings, connections: AcceptedConnections
     ) {
         settings.apply(to: tcp)
-        let local = knownLocal ?? (try? SocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
-        guard let local, case .success(let remote) = SocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
+        let local = knownLocal ?? (try? SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
+        guard let local, case .success(let remote) = SystemSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
             uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
             return
         }

@@ -133,7 +133,7 @@ public final class UVTransport: LifecycleTransport {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
         let loop = group.next()
-        let address = try await Resolver.listenAddress(for: endpoint)
+        let address = try await HostResolver.listenAddress(for: endpoint)
         let group = self.group
         let lifecycle = self.lifecycle
         let settings = self.settings

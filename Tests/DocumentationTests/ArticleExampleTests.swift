@@ -42,7 +42,7 @@ struct ArticleExampleTests {
         let monitor = try NetlinkConnectivityMonitor()     // rtnetlink: the default route's interface
         print(monitor.current)                              // for example: wired (eth0)
         let transport = try Backends.makeTransport(configuration: TransportConfiguration(stallTimeout: .seconds(10)))
-        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let channel = CallChannel(target: server.localAddress, transport: transport, monitor: monitor)
         // doc-block end
         #expect(channel.monitor === monitor)
         #expect(channel.target == server.localAddress)
@@ -57,7 +57,7 @@ struct ArticleExampleTests {
     func flowControl() async throws {
         let transport = try Backends.makeTransport(named: "bsd")
         // doc-block begin
-        let options = CallOptions(enableFlowControl: true)
+        let options = CallConfiguration(enableFlowControl: true)
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
             var received = 0
             for try await message in call.messages {          // each step asks for one message
@@ -67,7 +67,7 @@ struct ArticleExampleTests {
             try await call.write(Array("\(received)".utf8))
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let reply = try await channel.withCall(options: options) { call in
             for _ in 0..<64 { try await call.write([UInt8](repeating: 7, count: 64 * 1024)) }   // 4 MiB in all
             try await call.finishSending()
@@ -112,7 +112,7 @@ struct ArticleExampleTests {
             return .ok
         }
         let monitor = ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi, interface: "wlan0"))
-        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let channel = CallChannel(target: server.localAddress, transport: transport, monitor: monitor)
 
         let status = try await channel.withCall { call in
             try await call.write(Array("hello".utf8))

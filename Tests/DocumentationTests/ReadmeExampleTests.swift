@@ -39,12 +39,12 @@ struct ReadmeExampleTests {
         let transport = try Backends.makeTransport(named: "bsd")
         // doc-block begin
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0),
-                                                options: CallOptions(enableFlowControl: true)) { call in
+                                                options: CallConfiguration(enableFlowControl: true)) { call in
             for try await message in call.messages { try await call.write(message) }  // echo
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: transport)
-        let status = try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+        let channel = CallChannel(target: server.localAddress, transport: transport)
+        let status = try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
             try await call.write(Array("ping".utf8))     // returns once the message is in the kernel
             try await call.finishSending()
             for try await reply in call.messages { print(reply) }

@@ -17,14 +17,14 @@ struct CallAndLifecycleLoggingTests {
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "test", factory: { _ in handler })
         logger.logLevel = .debug
-        let options = CallOptions(logger: logger)
+        let options = CallConfiguration(logger: logger)
         let transport = try MemoryTransport()
         let (server, channel) = try await withMetricsFactory(metrics) {
             let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
                 for try await message in call.messages { try await call.write(message) }
                 return .ok
             }
-            let channel = Channel(target: server.localAddress, transport: transport)
+            let channel = CallChannel(target: server.localAddress, transport: transport)
             return (server, channel)
         }
         let status = try await channel.withCall(options: options) { call in

@@ -7,7 +7,7 @@ struct CallSmokeTests {
     @Test("A framed echo call returns every message and an OK status", arguments: [false, true])
     func echo(flowControl: Bool) async throws {
         let transport = try BSDTransport(configuration: TransportConfiguration(eventLoopCount: 2))
-        let options = CallOptions(enableFlowControl: flowControl)
+        let options = CallConfiguration(enableFlowControl: flowControl)
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0), options: options) { call in
             for try await message in call.messages {
                 // The async face runs on the call's loop: no hop to the global pool.
@@ -16,7 +16,7 @@ struct CallSmokeTests {
             }
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let sizes = [0, 1, 100, 65_536, 1_000_000]
         let (replies, status) = try await channel.withCall(options: options) { call in
             for size in sizes { try await call.write((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ size) }) }

@@ -20,7 +20,7 @@ struct ToolkitBadInputTests {
         let endpoint = Self.endpoint(port: port)
         for (what, check) in [
             ("checkHostAndPort", { () throws(TransportError) in try NameResolution.checkHostAndPort(endpoint) }),
-            ("SocketAddress(literal:)", { () throws(TransportError) in _ = try SocketAddress(literal: endpoint) }),
+            ("SystemSocketAddress(literal:)", { () throws(TransportError) in _ = try SystemSocketAddress(literal: endpoint) }),
         ] as [(String, () throws(TransportError) -> Void)] {
             do {
                 try check()
@@ -35,14 +35,14 @@ struct ToolkitBadInputTests {
     @Test("An IPv6 zone that names no interface is refused naming the zone")
     func unknownZone() {
         do {
-            _ = try SocketAddress(literal: Endpoint(host: "fe80::1%nosuchif0", port: 80))
+            _ = try SystemSocketAddress(literal: Endpoint(host: "fe80::1%nosuchif0", port: 80))
             Issue.record("a zone naming no interface was accepted")
         } catch {
             #expect(error.code == .invalidArgument && error.reason == .invalidAddress, "\(error)")
             #expect(error.message.contains("invalid IPv6 zone \"nosuchif0\""), "\(error.message)")
         }
         // A zone that is an interface index is taken as one.
-        #expect((try? SocketAddress(literal: Endpoint(host: "fe80::1%1", port: 80))) != nil)
+        #expect((try? SystemSocketAddress(literal: Endpoint(host: "fe80::1%1", port: 80))) != nil)
     }
 
     @Test("A stall timeout not positive or over the kernel's bound is an invalid option naming it", arguments: [

@@ -15,25 +15,25 @@ struct HappyEyeballsTests {
     final class Attempts: Sendable {
         private let started = Mutex<[String]>([])
         private let discarded = Mutex<[String]>([])
-        func start(_ address: SocketAddress) { started.withLock { $0.append(address.endpoint.host) } }
+        func start(_ address: SystemSocketAddress) { started.withLock { $0.append(address.endpoint.host) } }
         func discard(_ value: String) { discarded.withLock { $0.append(value) } }
         var hosts: [String] { started.withLock { $0 } }
         var discards: [String] { discarded.withLock { $0 } }
     }
 
-    static func refused(_ address: SocketAddress) -> TransportError {
+    static func refused(_ address: SystemSocketAddress) -> TransportError {
         TransportError(code: .unavailable, reason: .refused, message: "\(address) refused")
     }
 
     /// Waits until cancelled, then throws `cancelled` as a pending connect does.
-    static func hang(_ address: SocketAddress) async throws -> String {
+    static func hang(_ address: SystemSocketAddress) async throws -> String {
         while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
         throw TransportError(code: .cancelled, reason: .taskCancelled, message: "\(address) cancelled")
     }
 
     @Test("Addresses are tried IPv6 first, the families alternating, each in its own order")
     func order() throws {
-        func address(_ host: String) throws -> SocketAddress { try #require(try SocketAddress(literal: Endpoint(host: host, port: 1))) }
+        func address(_ host: String) throws -> SystemSocketAddress { try #require(try SystemSocketAddress(literal: Endpoint(host: host, port: 1))) }
         let given = try ["10.0.0.1", "10.0.0.2", "::1", "fd00::1", "fd00::2", "10.0.0.3"].map(address)
         #expect(HappyEyeballs.ordered(given).map(\.endpoint.host) == ["::1", "10.0.0.1", "fd00::1", "10.0.0.2", "fd00::2", "10.0.0.3"])
         #expect(HappyEyeballs.ordered(try ["10.0.0.1"].map(address)).map(\.endpoint.host) == ["10.0.0.1"])
@@ -43,7 +43,7 @@ struct HappyEyeballsTests {
     @Test("localhost resolves to both loopback addresses without a query")
     func localhostResolves() async throws {
         for name in ["localhost", "LocalHost.", "api.localhost"] {
-            let addresses = try await Resolver.resolve(Endpoint(host: name, port: 80))
+            let addresses = try await HostResolver.resolve(Endpoint(host: name, port: 80))
             #expect(addresses.map(\.endpoint) == [Endpoint(host: "127.0.0.1", port: 80), Endpoint(host: "::1", port: 80)])
         }
     }

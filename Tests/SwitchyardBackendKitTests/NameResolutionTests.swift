@@ -15,7 +15,7 @@ struct NameResolutionTests {
         }
         // The address conversion every socket backend goes through refuses it the same way.
         #expect {
-            _ = try SocketAddress(literal: endpoint)
+            _ = try SystemSocketAddress(literal: endpoint)
         } throws: { error in
             (error as? TransportError)?.reason == .invalidAddress
         }

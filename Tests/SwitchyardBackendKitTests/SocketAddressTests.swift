@@ -6,14 +6,14 @@ import Testing
 @Suite("Socket addresses")
 struct SocketAddressTests {
     /// A `sockaddr_un` of `pathBytes` (as they stand in `sun_path`), `length` long.
-    private func unixAddress(_ pathBytes: [UInt8], length: Int) -> SocketAddress {
+    private func unixAddress(_ pathBytes: [UInt8], length: Int) -> SystemSocketAddress {
         var storage = sockaddr_storage()
         withUnsafeMutableBytes(of: &storage) { raw in
             raw.storeBytes(of: sa_family_t(AF_UNIX), as: sa_family_t.self)
             let offset = MemoryLayout.offset(of: \sockaddr_un.sun_path)!
             UnsafeMutableRawBufferPointer(rebasing: raw[offset...]).copyBytes(from: pathBytes)
         }
-        return SocketAddress(storage: storage, length: socklen_t(length))
+        return SystemSocketAddress(storage: storage, length: socklen_t(length))
     }
 
     private var pathOffset: Int { MemoryLayout.offset(of: \sockaddr_un.sun_path)! }
@@ -45,7 +45,7 @@ struct SocketAddressTests {
 
     @Test("An IPv4 address is still its numeric host and port")
     func ipv4Endpoint() throws {
-        let address = try #require(try SocketAddress(literal: Endpoint(host: "127.0.0.1", port: 8080)))
+        let address = try #require(try SystemSocketAddress(literal: Endpoint(host: "127.0.0.1", port: 8080)))
         #expect(address.endpoint == Endpoint(host: "127.0.0.1", port: 8080))
     }
 

@@ -55,7 +55,7 @@ final class DoubledCompletionConnection: Connection {
     }
 
     var backendName: String { DoubledCompletionBackend.name }
-    var eventLoop: any EventLoop { base.eventLoop }
+    var eventLoop: any TransportEventLoop { base.eventLoop }
     var localAddress: Endpoint { base.localAddress }
     var remoteAddress: Endpoint { base.remoteAddress }
     var pendingWriteBytes: Int { base.pendingWriteBytes }

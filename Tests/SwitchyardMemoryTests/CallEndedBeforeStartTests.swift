@@ -44,7 +44,7 @@ struct CallEndedBeforeStartTests {
         let listener = try await server.listen(on: Endpoint(host: "127.0.0.1", port: 0), options: ListenOptions())
         listener.acceptConnections { _ in }
         let connection = try await client.connect(to: listener.localAddress, options: ConnectOptions())
-        return (Call(role: .client, connection: connection, options: CallOptions()), [client, server])
+        return (Call(role: .client, connection: connection, options: CallConfiguration()), [client, server])
     }
 }
 

@@ -19,7 +19,7 @@ struct CallHalfCloseTests {
             for try await message in call.messages { try await call.write(message) }
             return .ok
         }
-        let channel = Channel(target: server.localAddress, transport: clientTransport)
+        let channel = CallChannel(target: server.localAddress, transport: clientTransport)
         let (replies, status) = try await channel.withCall { call in
             try await call.write([1, 2, 3])
             try await call.finishSending()
@@ -68,7 +68,7 @@ private final class HeldHalfCloseConnection: Connection {
     }
 
     var backendName: String { base.backendName }
-    var eventLoop: any EventLoop { base.eventLoop }
+    var eventLoop: any TransportEventLoop { base.eventLoop }
     var localAddress: Endpoint { base.localAddress }
     var remoteAddress: Endpoint { base.remoteAddress }
     var pendingWriteBytes: Int { base.pendingWriteBytes }

@@ -12,9 +12,9 @@ struct CallMetadataTests {
     final class Recorder: CallHandler {
         struct State {
             var messages: [[UInt8]] = []
-            var responseAtFirstMessage: Metadata?
+            var responseAtFirstMessage: CallMetadata?
             var status: CallStatus?
-            var trailingAtClose: Metadata?
+            var trailingAtClose: CallMetadata?
         }
         let state = Mutex(State())
         func call(_ call: Call, didReceive message: [UInt8]) {
@@ -47,8 +47,8 @@ struct CallMetadataTests {
     @Test("The async faces: the server's serve sees the method and metadata, the client gets response metadata before the first message and trailing metadata with the status")
     func asyncFaces() async throws {
         let (client, server) = try Self.transports()
-        let seen = Mutex<(String, Metadata)?>(nil)
-        var response = Metadata()
+        let seen = Mutex<(String, CallMetadata)?>(nil)
+        var response = CallMetadata()
         try response.addString("yes", forKey: "served")
         let sent = response
         let callServer = try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
@@ -59,20 +59,20 @@ struct CallMetadataTests {
                 try await call.write(message)
                 count += 1
             }
-            var trailing = Metadata()
+            var trailing = CallMetadata()
             try trailing.addString("\(count)", forKey: "count")
             call.setTrailingMetadata(trailing)
             return .ok
         }
-        var metadata = Metadata()
+        var metadata = CallMetadata()
         try metadata.addString("ü", forKey: "Lang")
         try metadata.addBinary([1, 2], forKey: "k-bin")
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: callServer.localAddress.port), transport: client)
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: callServer.localAddress.port), transport: client)
         let (atFirst, trailing, status) = try await channel.withCall(method: "/svc/Echo", metadata: metadata) { call in
             try await call.write([1])
             try await call.write([2])
             try await call.finishSending()
-            var atFirst: Metadata?
+            var atFirst: CallMetadata?
             for try await _ in call.messages where atFirst == nil { atFirst = call.responseMetadata }
             let status = await call.status()
             return (atFirst, call.trailingMetadata, status)
@@ -91,7 +91,7 @@ struct CallMetadataTests {
     @Test("A client that sends messages without a headers frame is served with no method and empty metadata")
     func clientWithoutHeaders() async throws {
         let (client, server) = try Self.transports()
-        let seen = Mutex<(String, Metadata)?>(nil)
+        let seen = Mutex<(String, CallMetadata)?>(nil)
         let callServer = try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
             seen.withLock { $0 = (call.method, call.metadata) }
             for try await message in call.messages { try await call.write(message) }
@@ -120,8 +120,8 @@ struct CallMetadataTests {
     func badServer(name: String, bytes: [UInt8], reason: TransportError.Reason) async throws {
         let (client, server) = try Self.transports()
         let listener = try await server.listen(on: Endpoint(host: "127.0.0.1", port: 0))
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: listener.localAddress.port), transport: client)
-        var options = CallOptions()
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: listener.localAddress.port), transport: client)
+        var options = CallConfiguration()
         options.maximumMetadataSize = 64
         let recorder = Recorder()
         _ = try await channel.startCall(method: "/m", options: options, handler: recorder)
@@ -142,7 +142,7 @@ struct CallMetadataTests {
     func badMethod() async throws {
         let (client, _) = try Self.transports()
         // Nobody listens on port 1: a connect would fail `refused`, not `invalid metadata`.
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 1), transport: client)
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: 1), transport: client)
         for method in ["/a\nb", String(repeating: "m", count: 65_536)] {
             do {
                 _ = try await channel.startCall(method: method, handler: Recorder())

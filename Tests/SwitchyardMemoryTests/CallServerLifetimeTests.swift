@@ -32,7 +32,7 @@ struct CallServerLifetimeTests {
             await server.serve()
             events.add("served")
         }
-        let channel = Channel(target: server.localAddress, transport: client)
+        let channel = CallChannel(target: server.localAddress, transport: client)
         let status = Task { try await channel.withCall { call in await call.status() } }
         try await events.wait(for: "started")
 
@@ -61,7 +61,7 @@ struct CallServerLifetimeTests {
             await server.serve()
             events.add("served")
         }
-        let channel = Channel(target: server.localAddress, transport: client)
+        let channel = CallChannel(target: server.localAddress, transport: client)
         let (go, goOn) = AsyncStream<Void>.makeStream()
         let open = Task {
             try await channel.withCall { call in

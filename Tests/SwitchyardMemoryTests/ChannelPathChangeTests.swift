@@ -3,11 +3,11 @@ import SwitchyardMemory
 import Synchronization
 import Testing
 
-/// A ``Channel`` following a ``ManualConnectivityMonitor`` at a path change (issue 11,
+/// A ``CallChannel`` following a ``ManualConnectivityMonitor`` at a path change (issue 11,
 /// part 3), over the in-memory backend, whose connections take the address they were
 /// made to (so a call to 10.1.0.5 is "from" 10.1.0.5, an address of the reported path).
 /// No root needed: the namespace scenarios (38, 39) do the same with real links.
-@Suite("A Channel at a path change, driven by a ManualConnectivityMonitor", .serialized, .timeLimit(.minutes(1)))
+@Suite("A CallChannel at a path change, driven by a ManualConnectivityMonitor", .serialized, .timeLimit(.minutes(1)))
 struct ChannelPathChangeTests {
     let wlan0 = ConnectivityPath(category: .wifi, interface: "wlan0", addresses: ["10.1.0.5"])
     let wlan1 = ConnectivityPath(category: .wifi, interface: "wlan1", addresses: ["10.2.0.7"])
@@ -20,9 +20,9 @@ struct ChannelPathChangeTests {
         let wifiServer = try await CallServer.start(transport: server, on: Endpoint(host: "10.1.0.5", port: 0), makeHandler: echo)
         let loopServer = try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0), makeHandler: echo)
         let monitor = ManualConnectivityMonitor(initial: wlan0)
-        let channel = Channel(
+        let channel = CallChannel(
             target: Endpoint(host: "10.1.0.5", port: wifiServer.localAddress.port), transport: client, monitor: monitor)
-        let loopChannel = Channel(
+        let loopChannel = CallChannel(
             target: Endpoint(host: "127.0.0.1", port: loopServer.localAddress.port), transport: client, monitor: monitor)
 
         let onPath = try await Self.openCall(on: channel)
@@ -79,8 +79,8 @@ struct ChannelPathChangeTests {
         let second = try await CallServer.start(transport: server, on: Endpoint(host: "10.1.0.6", port: 0), makeHandler: echo)
         let both = ConnectivityPath(category: .wifi, interface: "wlan0", addresses: ["10.1.0.5", "10.1.0.6"])
         let monitor = ManualConnectivityMonitor(initial: both)
-        let oldAddress = Channel(target: Endpoint(host: "10.1.0.5", port: first.localAddress.port), transport: client, monitor: monitor)
-        let newAddress = Channel(target: Endpoint(host: "10.1.0.6", port: second.localAddress.port), transport: client, monitor: monitor)
+        let oldAddress = CallChannel(target: Endpoint(host: "10.1.0.5", port: first.localAddress.port), transport: client, monitor: monitor)
+        let newAddress = CallChannel(target: Endpoint(host: "10.1.0.6", port: second.localAddress.port), transport: client, monitor: monitor)
         let gone = try await Self.openCall(on: oldAddress)
         let kept = try await Self.openCall(on: newAddress)
 
@@ -99,7 +99,7 @@ struct ChannelPathChangeTests {
     }
 
     /// A call on `channel` with one echo done.
-    private static func openCall(on channel: Channel) async throws -> (call: Call, recorder: StatusRecorder) {
+    private static func openCall(on channel: CallChannel) async throws -> (call: Call, recorder: StatusRecorder) {
         let recorder = StatusRecorder()
         let call = try await channel.startCall(handler: recorder)
         call.send([1, 2, 3])

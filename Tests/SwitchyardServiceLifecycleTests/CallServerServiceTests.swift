@@ -33,7 +33,7 @@ struct CallServerServiceTests {
             try await server.run()
             events.add("run returned")
         }
-        let channel = Channel(target: server.localAddress, transport: client)
+        let channel = CallChannel(target: server.localAddress, transport: client)
         let status = Task { try await channel.withCall { call in await call.status() } }
         try await events.wait(for: "started")
 
@@ -64,7 +64,7 @@ struct CallServerServiceTests {
                 try await server.run()
                 events.add("run returned")
             }
-            let channel = Channel(target: server.localAddress, transport: client)
+            let channel = CallChannel(target: server.localAddress, transport: client)
             let (go, goOn) = AsyncStream<Void>.makeStream()
             let open = Task {
                 try await channel.withCall { call in

@@ -4,7 +4,7 @@ import SwitchyardTLS
 import SwitchyardUV
 import Testing
 
-/// Calls run unchanged on TLS connections: a Channel and a CallServer over TLSTransports,
+/// Calls run unchanged on TLS connections: a CallChannel and a CallServer over TLSTransports,
 /// mixed backends included (each side wraps its own backend).
 @Suite("Calls over TLS", .serialized, .timeLimit(.minutes(1)))
 struct TLSCallTests {
@@ -19,7 +19,7 @@ struct TLSCallTests {
             for try await message in call.messages { try await call.write(message) }
             return .ok
         }
-        let channel = Channel(target: Endpoint(host: "localhost", port: server.localAddress.port), transport: clientTLS)
+        let channel = CallChannel(target: Endpoint(host: "localhost", port: server.localAddress.port), transport: clientTLS)
         let messages = (0..<20).map { testBytes(1 + $0 * 5_000, seed: UInt64($0)) }
         let (echoed, status) = try await channel.withCall { call in
             var echoed: [[UInt8]] = []

@@ -184,7 +184,7 @@ extension BadInputTests {
 
     @Test("A call's maximum message size out of range is refused by name before any connect or listen", arguments: [-1, Int.min, Int(UInt32.max) + 1])
     func callOptionsOutOfRange(size: Int) async {
-        let options = CallOptions(maximumMessageSize: size)
+        let options = CallConfiguration(maximumMessageSize: size)
         func check(_ what: String, _ error: any Error) {
             let error = error as? TransportError
             #expect(error?.code == .invalidArgument && error?.reason == .invalidOption, "\(what): \(String(describing: error))")
@@ -194,7 +194,7 @@ extension BadInputTests {
             try options.validate()
             Issue.record("validate accepted \(size)")
         } catch { check("validate", error) }
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
         do {
             _ = try await channel.withCall(options: options) { _ in }
             Issue.record("a call started with \(size)")
@@ -203,21 +203,21 @@ extension BadInputTests {
             _ = try await CallServer.start(transport: RefusingTransport(), on: Endpoint(host: "127.0.0.1", port: 0), options: options) { _ in .ok }
             Issue.record("a call server started with \(size)")
         } catch { check("CallServer.start", error) }
-        #expect(throws: Never.self) { try CallOptions(maximumMessageSize: 0).validate() }
+        #expect(throws: Never.self) { try CallConfiguration(maximumMessageSize: 0).validate() }
     }
 
     @Test("A call timeout that is not positive is refused by name before any connect", arguments: [Duration.zero, .milliseconds(-5)])
     func callTimeoutNotPositive(timeout: Duration) async {
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: 1), transport: RefusingTransport())
         do {
-            _ = try await channel.withCall(options: CallOptions(timeout: timeout)) { _ in }
+            _ = try await channel.withCall(options: CallConfiguration(timeout: timeout)) { _ in }
             Issue.record("a call started with timeout \(timeout)")
         } catch {
             let error = error as? TransportError
             #expect(error?.code == .invalidArgument && error?.reason == .invalidOption, "\(String(describing: error))")
             #expect(error?.message.contains("invalid call timeout \(timeout)") == true, "\(String(describing: error))")
         }
-        #expect(throws: Never.self) { try CallOptions(timeout: .nanoseconds(1)).validate() }
+        #expect(throws: Never.self) { try CallConfiguration(timeout: .nanoseconds(1)).validate() }
     }
 
     @Test("Transport settings out of range are named by TransportConfiguration.validate()")

@@ -154,9 +154,9 @@ struct FlowControllerTests {
 
     @Test("Options choose the policy")
     func options() {
-        #expect(!CallOptions().makeFlowController().reportsWrites)
-        #expect(CallOptions(enableFlowControl: true).makeFlowController() is ManualFlowController)
-        #expect(CallOptions(flowController: ByteWindowFlowController(window: 1)).makeFlowController() is ByteWindowFlowController)
+        #expect(!CallConfiguration().makeFlowController().reportsWrites)
+        #expect(CallConfiguration(enableFlowControl: true).makeFlowController() is ManualFlowController)
+        #expect(CallConfiguration(flowController: ByteWindowFlowController(window: 1)).makeFlowController() is ByteWindowFlowController)
     }
 }
 

@@ -170,7 +170,7 @@ struct LifecycleTests {
     func channelRefusesWhileSuspended() async throws {
         let transport = FakeTransport()
         let lifecycle = Lifecycle(gracePeriod: .zero)
-        let channel = Channel(target: Endpoint(host: "127.0.0.1", port: 9), transport: transport)
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: 9), transport: transport)
         let registration = lifecycle.register(channel)
         await lifecycle.suspend()
         await #expect {

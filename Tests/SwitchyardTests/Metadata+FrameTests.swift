@@ -3,10 +3,10 @@ import Testing
 
 /// The headers and trailers frames: their layout, round trips through ``FrameDecoder``,
 /// their own size bound, and malformed payloads named as protocol violations.
-@Suite("Metadata frames")
+@Suite("CallMetadata frames")
 struct MetadataFrameTests {
-    static func sample() throws -> Metadata {
-        var metadata = Metadata()
+    static func sample() throws -> CallMetadata {
+        var metadata = CallMetadata()
         try metadata.addString("Grüße 🚂", forKey: "greeting")
         try metadata.addString("1", forKey: "x")
         try metadata.addString("2", forKey: "x")
@@ -16,15 +16,15 @@ struct MetadataFrameTests {
 
     @Test("A headers frame has the documented layout")
     func layout() throws {
-        var metadata = Metadata()
+        var metadata = CallMetadata()
         try metadata.addString("v", forKey: "k")
         try metadata.addBinary([9], forKey: "b-bin")
-        let frame = Metadata.headersFrame(method: "/echo", metadata: metadata)
+        let frame = CallMetadata.headersFrame(method: "/echo", metadata: metadata)
         let payload: [UInt8] = [0, 5] + Array("/echo".utf8) + [1] + Array("k".utf8) + [0, 0, 0, 1] + Array("v".utf8)
             + [5] + Array("b-bin".utf8) + [0, 0, 0, 1, 9]
         #expect(frame == [0x02, 0, 0, 0, UInt8(payload.count)] + payload)
-        #expect(Metadata.headersFrame(method: "", metadata: Metadata()) == [0x02, 0, 0, 0, 2, 0, 0])
-        #expect(Metadata.trailersFrame(Metadata()) == [0x03, 0, 0, 0, 0])
+        #expect(CallMetadata.headersFrame(method: "", metadata: CallMetadata()) == [0x02, 0, 0, 0, 2, 0, 0])
+        #expect(CallMetadata.trailersFrame(CallMetadata()) == [0x03, 0, 0, 0, 0])
         #expect(Frame.Kind(flags: 2) == .headers && Frame.Kind(flags: 3) == .trailers && Frame.Kind(flags: 4) == nil)
         #expect("\(Frame.Kind.headers)" == "headers" && "\(Frame.Kind.trailers)" == "trailers")
     }
@@ -33,9 +33,9 @@ struct MetadataFrameTests {
     func roundTrip() throws {
         let metadata = try Self.sample()
         let message: [UInt8] = Array(0..<200)
-        let stream = Metadata.headersFrame(method: "/pkg.Service/Method", metadata: metadata)
+        let stream = CallMetadata.headersFrame(method: "/pkg.Service/Method", metadata: metadata)
             + Frame.encode(.message, payload: message)
-            + Metadata.trailersFrame(metadata)
+            + CallMetadata.trailersFrame(metadata)
             + Frame.encode(.status, payload: CallStatus.ok.encoded)
         for split in 0...stream.count {
             var decoder = FrameDecoder(maximumMessageSize: 1000, maximumMetadataSize: 200)
@@ -46,11 +46,11 @@ struct MetadataFrameTests {
             }
             try decoder.finish()
             try #require(frames.map(\.kind) == [.headers, .message, .trailers, .status], "split at \(split)")
-            let headers = try Metadata.decodeHeaders(frames[0].payload)
+            let headers = try CallMetadata.decodeHeaders(frames[0].payload)
             #expect(headers.method == "/pkg.Service/Method")
             #expect(headers.metadata == metadata)
             #expect(frames[1].payload == message)
-            #expect(try Metadata.decodeTrailers(frames[2].payload) == metadata)
+            #expect(try CallMetadata.decodeTrailers(frames[2].payload) == metadata)
         }
     }
 
@@ -79,7 +79,7 @@ struct MetadataFrameTests {
         atLimit.append(Array(frame[..<8]))
         #expect(try atLimit.next() == nil)
         atLimit.append(Array(frame[8...]))
-        #expect(try Metadata.decodeHeaders(try #require(try atLimit.next()).payload).method == String(repeating: "a", count: 14))
+        #expect(try CallMetadata.decodeHeaders(try #require(try atLimit.next()).payload).method == String(repeating: "a", count: 14))
     }
 
     @Test("A malformed headers or trailers payload is a protocol violation that says what is wrong", arguments: [
@@ -97,7 +97,7 @@ struct MetadataFrameTests {
     ] as [([UInt8], String, String)])
     func malformed(payload: [UInt8], frame: String, why: String) {
         do {
-            if frame == "headers" { _ = try Metadata.decodeHeaders(payload) } else { _ = try Metadata.decodeTrailers(payload) }
+            if frame == "headers" { _ = try CallMetadata.decodeHeaders(payload) } else { _ = try CallMetadata.decodeTrailers(payload) }
             Issue.record("\(payload) decoded")
         } catch {
             #expect(error.code == .internal && error.reason == .protocolViolation, "\(error)")

@@ -1,9 +1,9 @@
 import Switchyard
 import Testing
 
-/// ``Metadata``'s rules: keys lower-cased and checked, values fit their key, order and
+/// ``CallMetadata``'s rules: keys lower-cased and checked, values fit their key, order and
 /// repeats kept; each bad pair an error that names it.
-@Suite("Metadata")
+@Suite("CallMetadata")
 struct MetadataTests {
     /// Expects `body` to throw `invalidArgument`/`invalid metadata` whose message holds
     /// every one of `words`.
@@ -24,7 +24,7 @@ struct MetadataTests {
 
     @Test("Keys are lower-cased; repeated keys keep every value in order; lookups ignore case")
     func orderAndRepeats() throws {
-        var metadata = Metadata()
+        var metadata = CallMetadata()
         try metadata.addString("1", forKey: "Trace-ID")
         try metadata.addString("a", forKey: "accept")
         try metadata.addString("2", forKey: "trace-id")
@@ -39,9 +39,9 @@ struct MetadataTests {
         let removedAgain = metadata.removeAll(forKey: "trace-id")
         #expect(removed && !removedAgain)
         #expect(metadata.map(\.key) == ["accept", "token-bin"])
-        let copy = try Metadata([(key: "accept", value: .string("a")), (key: "token-bin", value: .binary([0, 255]))])
+        let copy = try CallMetadata([(key: "accept", value: .string("a")), (key: "token-bin", value: .binary([0, 255]))])
         #expect(copy == metadata)
-        var joined = Metadata()
+        var joined = CallMetadata()
         joined.add(contentsOf: copy)
         joined.add(contentsOf: copy)
         #expect(joined.count == 4 && joined[stringValues: "accept"] == ["a", "a"])
@@ -49,7 +49,7 @@ struct MetadataTests {
 
     @Test("Unicode string values, tabs, empty values and 255-byte keys are accepted")
     func accepted() throws {
-        var metadata = Metadata()
+        var metadata = CallMetadata()
         try metadata.addString("Grüße, 世界 🚂", forKey: "greeting")
         try metadata.addString("a\tb", forKey: "tabbed")
         try metadata.addString("", forKey: "empty")
@@ -65,7 +65,7 @@ struct MetadataTests {
     ])
     func badKey(key: String, why: String) {
         expectInvalid(["invalid metadata key", why]) { () throws(TransportError) in
-            var metadata = Metadata()
+            var metadata = CallMetadata()
             try metadata.addString("v", forKey: key)
         }
     }
@@ -73,25 +73,25 @@ struct MetadataTests {
     @Test("A value that does not fit its key is refused naming both")
     func badValue() {
         expectInvalid(["binary value for the key \"plain\"", "-bin"]) { () throws(TransportError) in
-            var metadata = Metadata()
+            var metadata = CallMetadata()
             try metadata.addBinary([1], forKey: "plain")
         }
         expectInvalid(["string value \"text\" for the key \"data-bin\""]) { () throws(TransportError) in
-            var metadata = Metadata()
+            var metadata = CallMetadata()
             try metadata.addString("text", forKey: "Data-Bin")
         }
         expectInvalid(["the value \"line\\u{a}break\" of the key \"k\"", "a control character (U+000A)"]) { () throws(TransportError) in
-            var metadata = Metadata()
+            var metadata = CallMetadata()
             try metadata.addString("line\nbreak", forKey: "k")
         }
         expectInvalid(["U+007F"]) { () throws(TransportError) in
-            _ = try Metadata([(key: "k", value: .string("del\u{7f}"))])
+            _ = try CallMetadata([(key: "k", value: .string("del\u{7f}"))])
         }
     }
 
-    @Test("CallOptions.validate() refuses a maximumMetadataSize out of range, naming it", arguments: [-1, Int(UInt32.max) + 1])
+    @Test("CallConfiguration.validate() refuses a maximumMetadataSize out of range, naming it", arguments: [-1, Int(UInt32.max) + 1])
     func badMaximum(size: Int) {
-        var options = CallOptions()
+        var options = CallConfiguration()
         options.maximumMetadataSize = size
         do {
             try options.validate()
@@ -100,6 +100,6 @@ struct MetadataTests {
             #expect(error.code == .invalidArgument && error.reason == .invalidOption, "\(error)")
             #expect(error.message.contains("invalid maximumMetadataSize \(size)"), "\(error)")
         }
-        #expect(CallOptions().maximumMetadataSize == Frame.defaultMaximumMetadataSize)
+        #expect(CallConfiguration().maximumMetadataSize == Frame.defaultMaximumMetadataSize)
     }
 }

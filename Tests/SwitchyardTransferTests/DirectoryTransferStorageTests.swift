@@ -16,7 +16,7 @@ struct DirectoryTransferStorageTests {
 
         let firstStorage = HookedStorage(try DirectoryTransferStorage(directory: directory))
         let first = try await TransferServer.start(transport: transport, on: loopback, storage: firstStorage, options: TransferServerOptions(ackInterval: 256 << 10))
-        let stopped = Transfer(channel: Channel(target: first.localAddress, transport: transport), options: options)
+        let stopped = Transfer(channel: CallChannel(target: first.localAddress, transport: transport), options: options)
         firstStorage.onWrite { written in if written >= 1_700_000 { stopped.cancel() } }
         await #expect(throws: TransportError.self) { try await stopped.send(source: MemoryTransferSource(bytes), id: "restart.bin") }
         first.closeNow()
@@ -30,7 +30,7 @@ struct DirectoryTransferStorageTests {
         let record = try #require(try storage.record(for: "restart.bin"))
         #expect(record.durableOffset > 0 && record.durableOffset < UInt64(bytes.count) && record.durableOffset % (256 << 10) == 0)
         let second = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
-        let result = try await Transfer(channel: Channel(target: second.localAddress, transport: transport), options: options)
+        let result = try await Transfer(channel: CallChannel(target: second.localAddress, transport: transport), options: options)
             .send(source: MemoryTransferSource(bytes), id: "restart.bin")
         #expect(result.startOffset == record.durableOffset)
         #expect(result.bytesSent == UInt64(bytes.count) - record.durableOffset)

@@ -54,7 +54,7 @@ struct TransferAcrossFaultsTests {
         let paced = PacedStorage(storage, bytesPerSecond: 80 * 1_048_576)
         let server = try await TransferServer.start(transport: serverTransport, on: Endpoint(host: SwitchLayout.serverAddress, port: 0), storage: paced)
         let lifecycle = Lifecycle(gracePeriod: .milliseconds(10))
-        let channel = Channel(target: Endpoint(host: SwitchLayout.serverAddress, port: server.localAddress.port), transport: clientTransport, monitor: monitor)
+        let channel = CallChannel(target: Endpoint(host: SwitchLayout.serverAddress, port: server.localAddress.port), transport: clientTransport, monitor: monitor)
         let registration = lifecycle.register(channel)
         defer { registration.cancel() }
         let transfer = Transfer(channel: channel, options: Self.options)

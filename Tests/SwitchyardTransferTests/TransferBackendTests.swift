@@ -31,7 +31,7 @@ struct TransferBackendTests {
         #expect(FileManager.default.createFile(atPath: sourcePath, contents: Data(bytes)))
         defer { try? FileManager.default.removeItem(atPath: sourcePath) }
         let options = TransferOptions(retryDelay: .milliseconds(10))
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: clientTransport), options: options)
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: clientTransport), options: options)
         let reports = Task {
             var last: TransferProgress?
             for await report in transfer.progress { last = report }
@@ -70,7 +70,7 @@ struct TransferBackendTests {
         }
         let bytes = testBytes(24 << 20, seed: 8)
         let options = TransferOptions(retryDelay: .milliseconds(10))
-        let channel = Channel(target: server.localAddress, transport: transport, monitor: monitor)
+        let channel = CallChannel(target: server.localAddress, transport: transport, monitor: monitor)
         let result = try await Transfer(channel: channel, options: options).send(source: MemoryTransferSource(bytes), id: "switch.bin")
         #expect(result.resumes == 2)
         #expect(result.sha256 == TransferDigest.sha256(bytes))
@@ -96,7 +96,7 @@ struct TransferBackendTests {
         let target = listener.localAddress
         listener.close()
         let options = TransferOptions(maximumAttempts: 3, retryDelay: .milliseconds(5))
-        let transfer = Transfer(channel: Channel(target: target, transport: transport), options: options)
+        let transfer = Transfer(channel: CallChannel(target: target, transport: transport), options: options)
         do {
             _ = try await transfer.send(source: MemoryTransferSource(testBytes(1000)), id: "nobody.bin")
             Issue.record("a transfer without a receiver succeeded")
@@ -118,7 +118,7 @@ struct TransferBackendTests {
         let target = listener.localAddress
         listener.close()
         let options = TransferOptions(maximumAttempts: 1_000, reconnectTimeout: .milliseconds(300), retryDelay: .milliseconds(20), maximumRetryDelay: .milliseconds(50))
-        let transfer = Transfer(channel: Channel(target: target, transport: transport), options: options)
+        let transfer = Transfer(channel: CallChannel(target: target, transport: transport), options: options)
         let clock = ContinuousClock()
         let start = clock.now
         await #expect(throws: TransportError.self) { try await transfer.send(source: MemoryTransferSource(testBytes(1000)), id: "late.bin") }

@@ -32,7 +32,7 @@ struct TransferFaultTests {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = CorruptingStorage(at: 1_000_000)
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport))
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport))
         do {
             _ = try await transfer.send(source: MemoryTransferSource(testBytes(2 << 20)), id: "bad.bin")
             Issue.record("a corrupted file was accepted")
@@ -50,7 +50,7 @@ struct TransferFaultTests {
         let storage = HookedStorage(MemoryTransferStorage())
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 128 << 10))
         let lifecycle = Lifecycle(gracePeriod: .milliseconds(10))
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let registration = lifecycle.register(channel)
         let fired = Mutex(false)
         storage.onWrite { written in
@@ -93,7 +93,7 @@ struct TransferFaultTests {
             handle.closeFile()
             server.resetOpenTransfers()
         }
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport), options: TransferOptions(retryDelay: .milliseconds(5)))
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: TransferOptions(retryDelay: .milliseconds(5)))
         do {
             _ = try await transfer.send(file: path)
             Issue.record("a file that changed mid-send was accepted")
@@ -110,7 +110,7 @@ struct TransferFaultTests {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = HookedStorage(MemoryTransferStorage())
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 64 << 10))
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport), options: TransferOptions(chunkSize: 32 << 10, window: 256 << 10))
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: TransferOptions(chunkSize: 32 << 10, window: 256 << 10))
         let started = AsyncStream<Void>.makeStream()
         storage.onWrite { written in if written >= 1 << 20 { started.continuation.yield() } }
         let send = Task { try await transfer.send(source: MemoryTransferSource(testBytes(8 << 20)), id: "cancel.bin") }

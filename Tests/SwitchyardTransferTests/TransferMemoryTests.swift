@@ -14,7 +14,7 @@ struct TransferMemoryTests {
         let storage = MemoryTransferStorage()
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
         let bytes = testBytes(3 << 20 + 123)
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport), options: TransferOptions(chunkSize: 64 << 10, window: 512 << 10))
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: TransferOptions(chunkSize: 64 << 10, window: 512 << 10))
         let reports = Task {
             var all: [TransferProgress] = []
             for await report in transfer.progress { all.append(report) }
@@ -41,7 +41,7 @@ struct TransferMemoryTests {
         breakCalls(of: server, at: [2 << 20, 5 << 20], in: storage)
         let bytes = testBytes(8 << 20, seed: 2)
         let options = TransferOptions(chunkSize: 64 << 10, window: 1 << 20, retryDelay: .milliseconds(5))
-        let transfer = Transfer(channel: Channel(target: server.localAddress, transport: transport), options: options)
+        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "resets.bin")
         #expect(result.resumes == 2)
         #expect(result.sha256 == TransferDigest.sha256(bytes))
@@ -57,7 +57,7 @@ struct TransferMemoryTests {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = HookedStorage(MemoryTransferStorage())
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 128 << 10))
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let statePath = directory + "/resume"
@@ -112,10 +112,10 @@ struct TransferMemoryTests {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = MemoryTransferStorage()
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let bytes = testBytes(1 << 20, seed: 6)
         // A sender that offered, got its answer and went silent: its call stays open.
-        let leftover = try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+        let leftover = try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
             let offer = TransferMessage.offer(version: 1, id: "twice.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: 1 << 20)
             try await call.write(offer.encoded)
             let answer = try #require(try await call.next())
@@ -135,7 +135,7 @@ struct TransferMemoryTests {
     func misuse() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: MemoryTransferStorage())
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         func code(_ body: () async throws -> TransferResult) async -> TransportError.Code? {
             do {
                 _ = try await body()
@@ -162,7 +162,7 @@ struct TransferMemoryTests {
         let sourcePath = directory + "-source.bin"
         #expect(FileManager.default.createFile(atPath: sourcePath, contents: Data(bytes)))
         defer { try? FileManager.default.removeItem(atPath: sourcePath) }
-        let channel = Channel(target: server.localAddress, transport: transport)
+        let channel = CallChannel(target: server.localAddress, transport: transport)
         let result = try await Transfer(channel: channel).send(file: sourcePath, id: "copy.bin")
         #expect(result.sha256 == TransferDigest.sha256(bytes))
         #expect(FileManager.default.contents(atPath: directory + "/copy.bin") == Data(bytes))

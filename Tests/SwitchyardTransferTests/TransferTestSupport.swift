@@ -119,8 +119,8 @@ func floodReceiver(transport: any Transport, label: String) async throws {
         peak.withLock { $0 = max($0, now) }
     }
     let bytes = testBytes(16 << 20, seed: 4)
-    let channel = Channel(target: server.localAddress, transport: transport)
-    try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+    let channel = CallChannel(target: server.localAddress, transport: transport)
+    try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
         let offer = TransferMessage.offer(version: 1, id: "flood.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: UInt32.max)
         try await call.write(offer.encoded)
         _ = try await call.next()

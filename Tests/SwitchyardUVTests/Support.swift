@@ -77,7 +77,7 @@ final class RecordingHandler: ConnectionHandler {
         var offLoop = 0
     }
     private let events = Mutex(Events())
-    private let loop: any EventLoop
+    private let loop: any TransportEventLoop
 
     init(on connection: any Connection) {
         loop = connection.eventLoop

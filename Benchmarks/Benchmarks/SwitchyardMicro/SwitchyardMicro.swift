@@ -95,7 +95,7 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("ManualFlowController_anyFlowController_x1000", configuration: .init(metrics: [.wallClock, .mallocCountTotal])) { benchmark in
         for _ in benchmark.scaledIterations {
-            var controller: any FlowController = CallOptions(enableFlowControl: true).makeFlowController()
+            var controller: any FlowController = CallConfiguration(enableFlowControl: true).makeFlowController()
             for _ in 0..<1000 {
                 controller.request(1)
                 if controller.mayDeliver, controller.reportsWrites { controller.didDeliver(bytes: 64) }

@@ -11,7 +11,7 @@
 // Layout: one process. A server transport per backend in the server's namespace, each
 // with a CallServer under its own Lifecycle (suspend policy close); a client transport per
 // backend in the client's namespace (stall timeout set) and one netlink connectivity
-// monitor there; a Channel per (client backend, server backend) pair, following the
+// monitor there; a CallChannel per (client backend, server backend) pair, following the
 // monitor. Per pair, two workers make calls one after another: a chatty one (messages of
 // 8 to 264 bytes, up to 8 unacknowledged) and a bulk one (4 to 64 KiB, up to 4). Each
 // message carries its call's number and its sequence number; the server records it
@@ -245,7 +245,7 @@ final class SoakServerHandler: CallHandler {
 struct Worker: Sendable {
     let pair: String
     let bulk: Bool
-    let channel: Channel
+    let channel: CallChannel
     let progress: Progress
 
     var sizes: ClosedRange<Int> { bulk ? 4096...65536 : 0...256 }
@@ -292,7 +292,7 @@ struct Soak {
                 let lifecycle = Lifecycle(gracePeriod: .milliseconds(200))
                 let server = try await CallServer.start(
                     transport: transport, on: Endpoint(host: network.serverAddress, port: ports[backend]!),
-                    options: CallOptions(maximumMessageSize: 1 << 20), lifecycle: lifecycle, policy: .close
+                    options: CallConfiguration(maximumMessageSize: 1 << 20), lifecycle: lifecycle, policy: .close
                 ) { _ in SoakServerHandler(ledger: ledger, counters: counters) }
                 servers[backend] = (transport, lifecycle, server)
                 clients[backend] = try await network.run(in: network.clientNamespace) {
@@ -310,7 +310,7 @@ struct Soak {
         for clientBackend in backends {
             for serverBackend in backends {
                 let pair = "\(clientBackend) -> \(serverBackend)"
-                let channel = Channel(
+                let channel = CallChannel(
                     target: Endpoint(host: network.serverAddress, port: ports[serverBackend]!),
                     transport: clients[clientBackend]!, connectOptions: ConnectOptions(timeout: stall), monitor: monitor)
                 for bulk in [false, true] {
@@ -491,7 +491,7 @@ struct Soak {
         let acknowledged = Mutex<UInt32>(0)
         let window = worker.window
         do {
-            try await worker.channel.withCall(options: CallOptions(maximumMessageSize: 1 << 20)) { call in
+            try await worker.channel.withCall(options: CallConfiguration(maximumMessageSize: 1 << 20)) { call in
                 worker.progress.touch("in a call")
                 var sent = 0
                 var acked = 0

@@ -8,7 +8,7 @@ import Synchronization
 /// With flow control on, each step of ``messages`` asks for exactly one message
 /// (``Call/receiveNextMessage()``) and only when none is waiting, so the call never
 /// holds more than one undelivered message. With it off, messages are buffered here as
-/// they arrive. ``Channel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the code that
+/// they arrive. ``CallChannel/withCall(method:metadata:options:_:)`` and ``CallServer`` run the code that
 /// uses it on the call's event loop.
 ///
 /// Task cancellation: a task cancelled while it waits in ``next()``, ``write(_:)``,
@@ -146,23 +146,23 @@ public final class AsyncCall: CallHandler, Sendable {
     /// The method the client named (``Call/method``).
     public var method: String { call.method }
     /// The client's request metadata (``Call/metadata``).
-    public var metadata: Metadata { call.metadata }
+    public var metadata: CallMetadata { call.metadata }
     /// The server's response metadata (``Call/responseMetadata``): on a client, final
     /// once ``next()`` returned a message or the call ended.
-    public var responseMetadata: Metadata { call.responseMetadata }
+    public var responseMetadata: CallMetadata { call.responseMetadata }
     /// The server's trailing metadata (``Call/trailingMetadata``): on a client, final once
     /// the call ended (``status()`` returned, or ``next()`` returned nil or threw).
-    public var trailingMetadata: Metadata { call.trailingMetadata }
+    public var trailingMetadata: CallMetadata { call.trailingMetadata }
 
     /// Server: sends response metadata, before the first ``write(_:)``
     /// (``Call/sendResponseMetadata(_:completion:)``); returns once it is in the kernel.
-    public func sendResponseMetadata(_ metadata: Metadata) async throws {
+    public func sendResponseMetadata(_ metadata: CallMetadata) async throws {
         let call = self.call
         try await completing { completion in call.sendResponseMetadata(metadata, completion: completion) }
     }
 
     /// Server: the trailing metadata sent with the status (``Call/setTrailingMetadata(_:)``).
-    public func setTrailingMetadata(_ metadata: Metadata) {
+    public func setTrailingMetadata(_ metadata: CallMetadata) {
         call.setTrailingMetadata(metadata)
     }
 

@@ -2,7 +2,7 @@ import Synchronization
 
 /// One bidirectional stream of messages on its own connection, ending with a status.
 ///
-/// A client call comes from ``Channel/startCall(method:metadata:options:handler:)``; a server call is
+/// A client call comes from ``CallChannel/startCall(method:metadata:options:handler:)``; a server call is
 /// handed to a ``CallServer``'s handler. Both are driven by the same engine, on the
 /// connection's event loop:
 ///
@@ -18,8 +18,8 @@ import Synchronization
 ///   connection, so TCP pushes back on the sender, the call holds at most one message
 ///   plus one read buffer (``bufferedBytes``), and a status, end of stream or reset
 ///   that follows what was asked for is still seen.
-/// - **Metadata.** The client names the call's ``method`` and sends its ``metadata``
-///   first, in one headers frame written when the call starts (``Channel/startCall(method:metadata:options:handler:)``).
+/// - **CallMetadata.** The client names the call's ``method`` and sends its ``metadata``
+///   first, in one headers frame written when the call starts (``CallChannel/startCall(method:metadata:options:handler:)``).
 ///   A server makes the call's handler once that frame has arrived, so ``method`` and
 ///   ``metadata`` are set before the handler is made and before any message reaches it
 ///   (a stream whose first frame is a message, from a peer older than the headers frame,
@@ -35,7 +35,7 @@ import Synchronization
 ///   protocol error after a bad frame (`resourceExhausted`/`frame too large`,
 ///   `internal`/`unknown frame flags`, `internal`/`truncated frame`,
 ///   `internal`/`protocol violation`; for a metadata frame over
-///   ``CallOptions/maximumMetadataSize``, `resourceExhausted`/`metadata too large`), or
+///   ``CallConfiguration/maximumMetadataSize``, `resourceExhausted`/`metadata too large`), or
 ///   with `cancelled` after ``cancel()``.
 ///
 /// Every method may be called from any thread; it acts on the call's loop, in call
@@ -57,9 +57,9 @@ public final class Call: @unchecked Sendable {
     public let role: Role
     /// The connection the call runs on (its own).
     public let connection: any Connection
-    public let options: CallOptions
+    public let options: CallConfiguration
     /// The loop the call's events run on.
-    public let eventLoop: any EventLoop
+    public let eventLoop: any TransportEventLoop
 
     // The state below is confined to the loop (see above), so the per-message hot
     // fields skip the runtime's dynamic exclusivity checks (each costs a thread-local
@@ -114,10 +114,10 @@ public final class Call: @unchecked Sendable {
     private let metadataState: Mutex<MetadataState>
     private struct MetadataState {
         var method: String
-        var metadata: Metadata
-        var response = Metadata()
+        var metadata: CallMetadata
+        var response = CallMetadata()
         var responseSent = false
-        var trailing = Metadata()
+        var trailing = CallMetadata()
     }
     /// Whether the call ended because its connection broke (not by a status or a cancel).
     private(set) var endedByBrokenConnection = false
@@ -125,8 +125,8 @@ public final class Call: @unchecked Sendable {
     private var started = false
 
     /// A call on `connection`; a client's names `method` and carries `metadata` (checked
-    /// by the channel: ``Metadata/problem(method:)``).
-    init(role: Role, connection: any Connection, options: CallOptions, method: String = "", metadata: Metadata = Metadata()) {
+    /// by the channel: ``CallMetadata/problem(method:)``).
+    init(role: Role, connection: any Connection, options: CallConfiguration, method: String = "", metadata: CallMetadata = CallMetadata()) {
         self.role = role
         self.connection = connection
         self.eventLoop = connection.eventLoop
@@ -142,7 +142,7 @@ public final class Call: @unchecked Sendable {
     func start(handler: any CallHandler) {
         if role == .client {
             let (method, metadata) = metadataState.withLock { ($0.method, $0.metadata) }
-            connection.write(Metadata.headersFrame(method: method, metadata: metadata), completion: nil)
+            connection.write(CallMetadata.headersFrame(method: method, metadata: metadata), completion: nil)
         }
         let adapter = Adapter(call: self)
         self.adapter = adapter
@@ -186,23 +186,23 @@ public final class Call: @unchecked Sendable {
     public var method: String { metadataState.withLock { $0.method } }
 
     /// The client's request metadata. On a server, set before its handler is made.
-    public var metadata: Metadata { metadataState.withLock { $0.metadata } }
+    public var metadata: CallMetadata { metadataState.withLock { $0.metadata } }
 
     /// The server's response metadata: on a client, what arrived (empty until then, and
     /// for a server that sent none), set before the first message or the status is
     /// handed to the handler; on a server, what it sent.
-    public var responseMetadata: Metadata { metadataState.withLock { $0.response } }
+    public var responseMetadata: CallMetadata { metadataState.withLock { $0.response } }
 
     /// The server's trailing metadata: on a client, what arrived with the status, set
     /// before `didClose`; on a server, what ``setTrailingMetadata(_:)`` set.
-    public var trailingMetadata: Metadata { metadataState.withLock { $0.trailing } }
+    public var trailingMetadata: CallMetadata { metadataState.withLock { $0.trailing } }
 
     /// Server: sends response metadata (a headers frame). Call it at most once and
     /// before the first ``send(_:)``: the client ends a call whose response metadata
     /// comes after a message with `internal`, reason `protocol violation`. `completion`
     /// runs once it is in the kernel, or with the error that stopped it
     /// (`failedPrecondition`, reason `misuse`, for a second call).
-    public func sendResponseMetadata(_ metadata: Metadata, completion: WriteCompletion? = nil) {
+    public func sendResponseMetadata(_ metadata: CallMetadata, completion: WriteCompletion? = nil) {
         precondition(role == .server, "sendResponseMetadata(_:) is for server calls; a client gives its metadata to startCall (a programming error)")
         onLoop {
             guard !self.ended, !self.sentEnd else {
@@ -218,7 +218,7 @@ public final class Call: @unchecked Sendable {
                 completion?(TransportError(code: .failedPrecondition, reason: .misuse, message: "the call's response metadata was already sent"))
                 return
             }
-            self.connection.write(Metadata.headersFrame(method: "", metadata: metadata)) { error in
+            self.connection.write(CallMetadata.headersFrame(method: "", metadata: metadata)) { error in
                 completion?(self.failure(error))
                 if let error { self.end(CallStatus(error: error), closeConnection: true) }
             }
@@ -228,7 +228,7 @@ public final class Call: @unchecked Sendable {
     /// Server: the trailing metadata ``finish(_:completion:)`` sends with the status (a
     /// trailers frame right before it; none when empty). Replaces what was set before;
     /// set after the status went out, it is not sent.
-    public func setTrailingMetadata(_ metadata: Metadata) {
+    public func setTrailingMetadata(_ metadata: CallMetadata) {
         precondition(role == .server, "setTrailingMetadata(_:) is for server calls (a programming error)")
         metadataState.withLock { $0.trailing = metadata }
     }
@@ -343,7 +343,7 @@ public final class Call: @unchecked Sendable {
             }
             self.sentEnd = true
             let trailing = self.metadataState.withLock { $0.trailing }
-            var frames = trailing.isEmpty ? [] : Metadata.trailersFrame(trailing)
+            var frames = trailing.isEmpty ? [] : CallMetadata.trailersFrame(trailing)
             frames += Frame.encode(.status, payload: status.encoded)
             self.connection.write(frames) { error in
                 completion?(self.failure(error))
@@ -611,9 +611,9 @@ public final class Call: @unchecked Sendable {
                     : "the server sent a headers frame after \(peerPhase == .open ? "a message or its headers" : "its trailers")")
             return false
         }
-        let decoded: (method: String, metadata: Metadata)
+        let decoded: (method: String, metadata: CallMetadata)
         do {
-            decoded = try Metadata.decodeHeaders(payload)
+            decoded = try CallMetadata.decodeHeaders(payload)
         } catch {
             end(CallStatus(error: error), closeConnection: true)
             return false
@@ -644,7 +644,7 @@ public final class Call: @unchecked Sendable {
             return false
         }
         do {
-            let trailing = try Metadata.decodeTrailers(payload)
+            let trailing = try CallMetadata.decodeTrailers(payload)
             metadataState.withLock { $0.trailing = trailing }
         } catch {
             end(CallStatus(error: error), closeConnection: true)

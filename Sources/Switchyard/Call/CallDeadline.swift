@@ -1,6 +1,6 @@
 import Synchronization
 
-/// A call's deadline (``CallOptions/timeout``): counted from the moment the channel is
+/// A call's deadline (``CallConfiguration/timeout``): counted from the moment the channel is
 /// asked for the call, connect included. A connect still under way when it passes fails
 /// with `deadlineExceeded`, reason `timed out`; a call still open then is ended with that
 /// error (its connection reset, so the peer's call ends `unavailable`). A call that ended

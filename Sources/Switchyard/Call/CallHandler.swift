@@ -5,7 +5,7 @@
 /// asked for, with flow control on), `didWriteData` after each sent message is in the
 /// kernel (flow control on only), `didClose` once with the final status.
 ///
-/// Metadata needs no callback: a server's handler is made once the client's headers
+/// CallMetadata needs no callback: a server's handler is made once the client's headers
 /// arrived (``Call/method`` and ``Call/metadata`` are set by then); a client has the
 /// server's ``Call/responseMetadata`` before its first `didReceive` and
 /// ``Call/trailingMetadata`` before `didClose`.

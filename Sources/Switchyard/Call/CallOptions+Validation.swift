@@ -1,6 +1,6 @@
-extension CallOptions {
-    /// Checks the options before a call or a call server uses them: ``Channel/startCall(method:metadata:options:handler:)``,
-    /// ``Channel/withCall(method:metadata:options:_:)`` and every `CallServer.start` call it first, so a
+extension CallConfiguration {
+    /// Checks the options before a call or a call server uses them: ``CallChannel/startCall(method:metadata:options:handler:)``,
+    /// ``CallChannel/withCall(method:metadata:options:_:)`` and every `CallServer.start` call it first, so a
     /// size from a flag or a file that is out of range fails with its value instead of
     /// trapping in the frame decoder.
     /// - Throws: `invalidArgument`, reason `invalid option`: a negative

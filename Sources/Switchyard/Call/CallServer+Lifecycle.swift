@@ -9,7 +9,7 @@ extension CallServer {
     /// under ``SuspendPolicy/keep`` they go on. The registration ends with ``close()``.
     /// - Throws: what ``Lifecycle/listen(on:using:options:)`` throws.
     public static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
         lifecycle: Lifecycle, policy: SuspendPolicy,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
@@ -20,7 +20,7 @@ extension CallServer {
     /// call runs `serve` on the call's event loop, as in
     /// ``start(transport:on:options:serve:)``.
     public static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
         lifecycle: Lifecycle, policy: SuspendPolicy,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
@@ -28,7 +28,7 @@ extension CallServer {
     }
 
     private static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallOptions, lifecycle: Lifecycle,
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration, lifecycle: Lifecycle,
         policy: SuspendPolicy, serving: Serving
     ) async throws -> CallServer {
         try options.validate()

@@ -42,7 +42,7 @@ public final class CallServer: Sendable {
         case task(@Sendable (AsyncCall) async throws -> CallStatus)
     }
 
-    init(listener: any Listener, options: CallOptions, serving: Serving) {
+    init(listener: any Listener, options: CallConfiguration, serving: Serving) {
         self.listener = listener
         self.localAddress = listener.localAddress
         let calls = CallSet()
@@ -80,7 +80,7 @@ public final class CallServer: Sendable {
     /// Listens on `endpoint` with `transport`; each call's events go to the handler
     /// `makeHandler` returns for it.
     public static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
         try options.validate()
@@ -93,7 +93,7 @@ public final class CallServer: Sendable {
     /// with the ``TransportError`` it throws (any other error ends it with `unknown`).
     /// The tasks belong to the server: see Lifetime above.
     public static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallOptions = CallOptions(),
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
         try options.validate()

@@ -21,7 +21,7 @@ final class ChannelSuspension: Sendable {
     }
 }
 
-extension Channel {
+extension CallChannel {
     /// Refuses new calls with `error`, then ends every open call with it (in that order:
     /// a call still connecting is refused by `startCall` after it connected).
     func suspend(with error: TransportError) {
@@ -39,12 +39,12 @@ extension Channel {
 
 /// A channel as a lifecycle participant; holds it weakly.
 final class ChannelParticipant: LifecycleParticipant {
-    private struct State { weak var channel: Channel? }
+    private struct State { weak var channel: CallChannel? }
     private let state: Mutex<State>
 
-    init(_ channel: Channel) { state = Mutex(State(channel: channel)) }
+    init(_ channel: CallChannel) { state = Mutex(State(channel: channel)) }
 
-    private var channel: Channel? { state.withLock { $0.channel } }
+    private var channel: CallChannel? { state.withLock { $0.channel } }
 
     func lifecycleSuspend(_ error: TransportError) -> Bool {
         channel?.suspend(with: error)

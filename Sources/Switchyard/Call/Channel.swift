@@ -17,7 +17,7 @@ import Synchronization
 /// with `unavailable`, reason `no connectivity`. When one call's connection breaks
 /// (it ends `unavailable` without a status), the network under the channel is suspect
 /// and its other open calls end the same way.
-public final class Channel: Sendable {
+public final class CallChannel: Sendable {
     public let target: Endpoint
     public let transport: any Transport
     public let connectOptions: ConnectOptions
@@ -26,7 +26,7 @@ public final class Channel: Sendable {
     private let observation: ConnectivityObservation?
 
     let calls = CallSet()
-    /// Whether a ``Lifecycle`` the channel is registered with is suspended (Channel+Lifecycle.swift).
+    /// Whether a ``Lifecycle`` the channel is registered with is suspended (CallChannel+Lifecycle.swift).
     let suspension = ChannelSuspension()
     /// Counts and logs the calls' ends (``CallObserver``).
     let callObserver = CallObserver(role: "client")
@@ -64,20 +64,20 @@ public final class Channel: Sendable {
     /// Connects and starts a call to `method` carrying `metadata` (sent first, in one
     /// headers frame; the server has both before its handler is made) whose events go to
     /// `handler`. With
-    /// ``CallOptions/timeout`` the call has a deadline from now, connect included
+    /// ``CallConfiguration/timeout`` the call has a deadline from now, connect included
     /// (`CallDeadline`): past it the call ends `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's ``TransportError`` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a ``Lifecycle`` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
-    ///   of range (``CallOptions/validate()``), before any connect; `invalidArgument`/
+    ///   of range (``CallConfiguration/validate()``), before any connect; `invalidArgument`/
     ///   `invalid metadata` for a method name over 65,535 bytes or with a control
     ///   character, before any connect.
     public func startCall(
-        method: String = "", metadata: Metadata = Metadata(), options: CallOptions = CallOptions(), handler: any CallHandler
+        method: String = "", metadata: CallMetadata = CallMetadata(), options: CallConfiguration = CallConfiguration(), handler: any CallHandler
     ) async throws -> Call {
         try options.validate()
-        if let problem = Metadata.problem(method: method) {
+        if let problem = CallMetadata.problem(method: method) {
             throw TransportError(code: .invalidArgument, reason: .invalidMetadata, message: problem)
         }
         try checkOpen()
@@ -126,7 +126,7 @@ public final class Channel: Sendable {
     /// executor, so awaiting a message or a write does not hop to the global pool). The
     /// call is cancelled if `body` throws or returns before the call ended.
     public func withCall<Result: Sendable>(
-        method: String = "", metadata: Metadata = Metadata(), options: CallOptions = CallOptions(),
+        method: String = "", metadata: CallMetadata = CallMetadata(), options: CallConfiguration = CallConfiguration(),
         _ body: (AsyncCall) async throws -> Result
     ) async throws -> Result {
         let async = AsyncCall()

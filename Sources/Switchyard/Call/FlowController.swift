@@ -71,7 +71,7 @@ public struct ByteWindowFlowController: FlowController {
 }
 
 /// Options for one call.
-public struct CallOptions: Sendable {
+public struct CallConfiguration: Sendable {
     /// Flow control (off by default): with it on, messages are delivered only when
     /// asked for and each sent message reports `didWriteData`.
     public var enableFlowControl: Bool

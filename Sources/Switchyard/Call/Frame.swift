@@ -7,10 +7,10 @@
 /// |---|---|---|---|
 /// | `0x00` | ``Kind/message`` | a user message | both ends |
 /// | `0x01` | ``Kind/status`` | the ``CallStatus`` that ends the call | the server, last |
-/// | `0x02` | ``Kind/headers`` | a method name and ``Metadata`` | the client, first; the server, before its first message (optional) |
-/// | `0x03` | ``Kind/trailers`` | the server's trailing ``Metadata`` | the server, right before its status (optional) |
+/// | `0x02` | ``Kind/headers`` | a method name and ``CallMetadata`` | the client, first; the server, before its first message (optional) |
+/// | `0x03` | ``Kind/trailers`` | the server's trailing ``CallMetadata`` | the server, right before its status (optional) |
 ///
-/// The metadata payloads are laid out in Metadata+Frame.swift: a headers payload is the
+/// The metadata payloads are laid out in CallMetadata+Frame.swift: a headers payload is the
 /// method name's length (2 bytes, big-endian) and its UTF-8 bytes, then the pairs; a
 /// trailers payload is the pairs; each pair is the key's length (1 byte), the key
 /// (ASCII), the value's length (4 bytes, big-endian) and the value. The server's headers
@@ -26,8 +26,8 @@
 /// second one, or after a message), trailers from a client or not followed by the
 /// status, are protocol violations.
 ///
-/// Metadata frames are bounded by their own maximum (``CallOptions/maximumMetadataSize``,
-/// 16 KiB by default), messages and status by ``CallOptions/maximumMessageSize``.
+/// CallMetadata frames are bounded by their own maximum (``CallConfiguration/maximumMetadataSize``,
+/// 16 KiB by default), messages and status by ``CallConfiguration/maximumMessageSize``.
 public enum Frame {
     /// The size of the prefix.
     public static let headerSize = 5
@@ -168,10 +168,10 @@ public struct FrameDecoder: Sendable {
     public init(maximumMessageSize: Int = Frame.defaultMaximumMessageSize, maximumMetadataSize: Int = Frame.defaultMaximumMetadataSize) {
         precondition(
             maximumMessageSize >= 0,
-            "FrameDecoder(maximumMessageSize:) was given \(maximumMessageSize): a size is 0 or more (a programming error; check a configured CallOptions.maximumMessageSize first)")
+            "FrameDecoder(maximumMessageSize:) was given \(maximumMessageSize): a size is 0 or more (a programming error; check a configured CallConfiguration.maximumMessageSize first)")
         precondition(
             maximumMetadataSize >= 0,
-            "FrameDecoder(maximumMetadataSize:) was given \(maximumMetadataSize): a size is 0 or more (a programming error; check a configured CallOptions.maximumMetadataSize first)")
+            "FrameDecoder(maximumMetadataSize:) was given \(maximumMetadataSize): a size is 0 or more (a programming error; check a configured CallConfiguration.maximumMetadataSize first)")
         self.maximumMessageSize = maximumMessageSize
         self.maximumMetadataSize = maximumMetadataSize
     }

@@ -11,14 +11,14 @@
 /// ```
 ///
 /// The pairs run to the end of the payload. A value is UTF-8 text, or bytes when its key
-/// ends in `-bin`. Decoding holds what arrives to ``Metadata``'s rules; a payload that
+/// ends in `-bin`. Decoding holds what arrives to ``CallMetadata``'s rules; a payload that
 /// breaks them (cut short, a bad key, a string that is not UTF-8 or holds a control
 /// character, a method name that does) is `internal`, reason `protocol violation`, with
 /// a message that says which frame and what is wrong.
-extension Metadata {
+extension CallMetadata {
     /// A whole headers frame (prefix included) for a call to `method` with `metadata`:
     /// made once per call, written with one write.
-    static func headersFrame(method: String, metadata: Metadata) -> [UInt8] {
+    static func headersFrame(method: String, metadata: CallMetadata) -> [UInt8] {
         var payload: [UInt8] = []
         payload.reserveCapacity(2 + method.utf8.count + metadata.encodedSize)
         let length = method.utf8.count
@@ -32,7 +32,7 @@ extension Metadata {
     }
 
     /// A whole trailers frame (prefix included) for `metadata`.
-    static func trailersFrame(_ metadata: Metadata) -> [UInt8] {
+    static func trailersFrame(_ metadata: CallMetadata) -> [UInt8] {
         var payload: [UInt8] = []
         payload.reserveCapacity(metadata.encodedSize)
         metadata.encode(into: &payload)
@@ -75,7 +75,7 @@ extension Metadata {
 
     /// Decodes a headers payload.
     /// - Throws: `internal`, reason `protocol violation`, for a malformed payload.
-    static func decodeHeaders(_ payload: [UInt8]) throws(TransportError) -> (method: String, metadata: Metadata) {
+    static func decodeHeaders(_ payload: [UInt8]) throws(TransportError) -> (method: String, metadata: CallMetadata) {
         guard payload.count >= 2 else {
             throw malformed("headers", "\(payload.count) byte\(payload.count == 1 ? "" : "s"); a headers frame has at least 2")
         }
@@ -93,12 +93,12 @@ extension Metadata {
 
     /// Decodes a trailers payload.
     /// - Throws: `internal`, reason `protocol violation`, for a malformed payload.
-    static func decodeTrailers(_ payload: [UInt8]) throws(TransportError) -> Metadata {
+    static func decodeTrailers(_ payload: [UInt8]) throws(TransportError) -> CallMetadata {
         try decodePairs(payload[...], frame: "trailers")
     }
 
-    private static func decodePairs(_ bytes: ArraySlice<UInt8>, frame: String) throws(TransportError) -> Metadata {
-        var metadata = Metadata()
+    private static func decodePairs(_ bytes: ArraySlice<UInt8>, frame: String) throws(TransportError) -> CallMetadata {
+        var metadata = CallMetadata()
         var index = bytes.startIndex
         while index < bytes.endIndex {
             let pair = metadata.entries.count

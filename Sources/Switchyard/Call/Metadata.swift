@@ -1,7 +1,7 @@
 /// Key/value pairs that travel with a call, beside its messages: the client's request
 /// metadata (with the call's method name), the server's response metadata, and the
 /// server's trailing metadata (sent with its status). The shape of grpc-swift 2's
-/// `Metadata`.
+/// `CallMetadata`.
 ///
 /// An ordered list: a key may repeat, and its values keep the order they were added in.
 ///
@@ -18,12 +18,12 @@
 /// violation), so what a handler reads always passed them.
 ///
 /// ```swift
-/// var metadata = Metadata()
+/// var metadata = CallMetadata()
 /// try metadata.addString("42", forKey: "Trace-ID")       // stored as "trace-id"
 /// try metadata.addBinary([0xde, 0xad], forKey: "token-bin")
 /// metadata[stringValues: "trace-id"]                     // ["42"]
 /// ```
-public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomStringConvertible {
+public struct CallMetadata: Sendable, Hashable, RandomAccessCollection, CustomStringConvertible {
     /// A value: a string (keys without the `-bin` suffix) or bytes (keys with it).
     public enum Value: Sendable, Hashable, CustomStringConvertible {
         case string(String)
@@ -46,13 +46,13 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
     /// The longest key, in bytes (its length is one byte on the wire).
     public static let maximumKeyLength = 255
 
-    /// The pairs, in order (internal: Metadata+Frame.swift decodes into it).
+    /// The pairs, in order (internal: CallMetadata+Frame.swift decodes into it).
     var entries: [Entry] = []
 
     /// Empty metadata.
     public init() {}
 
-    /// Metadata with `pairs`, in order (see ``add(_:forKey:)``).
+    /// CallMetadata with `pairs`, in order (see ``add(_:forKey:)``).
     /// - Throws: `invalidArgument`, reason `invalid metadata`, for the first bad pair.
     public init(_ pairs: some Sequence<(key: String, value: Value)>) throws(TransportError) {
         for pair in pairs { try add(pair.value, forKey: pair.key) }
@@ -81,7 +81,7 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
     }
 
     /// Adds every pair of `other`, after the pairs already here.
-    public mutating func add(contentsOf other: Metadata) {
+    public mutating func add(contentsOf other: CallMetadata) {
         entries.append(contentsOf: other.entries)
     }
 
@@ -207,9 +207,9 @@ public struct Metadata: Sendable, Hashable, RandomAccessCollection, CustomString
 }
 
 extension TransportError.Reason {
-    /// Metadata or a method name that breaks ``Metadata``'s rules, given by the program.
+    /// CallMetadata or a method name that breaks ``CallMetadata``'s rules, given by the program.
     public static let invalidMetadata = TransportError.Reason("invalid metadata")
     /// A received headers or trailers frame announced more than
-    /// ``CallOptions/maximumMetadataSize`` bytes.
+    /// ``CallConfiguration/maximumMetadataSize`` bytes.
     public static let metadataTooLarge = TransportError.Reason("metadata too large")
 }

@@ -24,7 +24,7 @@ public struct ConnectivityCategory: Sendable, Hashable, CustomStringConvertible 
 ///
 /// Two paths of one category can still be two networks: Wi-Fi that moved to another
 /// hotspot (the default route on another interface), or the same interface with a new
-/// address. A ``Channel`` tells them apart with ``PathChange``.
+/// address. A ``CallChannel`` tells them apart with ``PathChange``.
 public struct ConnectivityPath: Sendable, Hashable, CustomStringConvertible {
     public var category: ConnectivityCategory
     public var interface: String?
@@ -53,7 +53,7 @@ public struct ConnectivityPath: Sendable, Hashable, CustomStringConvertible {
 ///   ``ConnectivityObservation/cancel()`` stops the calls.
 /// - A burst of underlying events (netlink messages) is one change: implementations
 ///   debounce.
-/// - What a change means to open calls is the ``Channel``'s business (the rule is
+/// - What a change means to open calls is the ``CallChannel``'s business (the rule is
 ///   ``PathChange``): a category change ends them with `unavailable`, reason
 ///   `connectivity changed`; a change of interface, or an address of the path gone,
 ///   within one category ends those on the old path with `unavailable`, reason `path

@@ -1,5 +1,5 @@
 /// What a change of the network path means to the connections on it (behaviour 2 of the
-/// design): the one rule a ``Channel`` follows when its ``ConnectivityMonitor`` reports.
+/// design): the one rule a ``CallChannel`` follows when its ``ConnectivityMonitor`` reports.
 ///
 /// Given the path reported before and the path reported now:
 ///

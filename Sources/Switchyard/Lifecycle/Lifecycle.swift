@@ -184,7 +184,7 @@ public final class Lifecycle: Sendable {
     /// suspend begins (for both policies), `didResume` when a resume ends (`.keep` only:
     /// a `.close` connection is gone by then). Both run on the task that suspends or
     /// resumes, which awaits them, not on the connection's loop: hop there
-    /// (``EventLoop/execute(_:)``) and await the hop to touch loop-confined state.
+    /// (``TransportEventLoop/execute(_:)``) and await the hop to touch loop-confined state.
     @discardableResult
     public func register(
         _ connection: any Connection, policy: SuspendPolicy,
@@ -196,7 +196,7 @@ public final class Lifecycle: Sendable {
     /// Registers `channel`: after a suspend's grace phase its open calls end with
     /// `unavailable` (suspended), and it refuses new calls until the resume ends.
     @discardableResult
-    public func register(_ channel: Channel) -> LifecycleRegistration {
+    public func register(_ channel: CallChannel) -> LifecycleRegistration {
         add(ChannelParticipant(channel))
     }
 

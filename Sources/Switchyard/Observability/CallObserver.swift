@@ -3,7 +3,7 @@ public import Logging
 import Synchronization
 
 /// What channels and call servers report when a call ends: one log line to the call's
-/// ``CallOptions/logger`` and one count, never anything per message.
+/// ``CallConfiguration/logger`` and one count, never anything per message.
 ///
 /// Log (debug, like swift-nio and grpc-swift: a failed call is the caller's to report):
 ///

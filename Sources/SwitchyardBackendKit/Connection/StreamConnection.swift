@@ -59,7 +59,7 @@ public protocol StreamConnection: Connection {
 }
 
 extension StreamConnection {
-    public var eventLoop: any EventLoop { loop }
+    public var eventLoop: any TransportEventLoop { loop }
 
     public var pendingWriteBytes: Int {
         loop.inEventLoop ? state.pendingWriteBytes : state.record.pendingBytes

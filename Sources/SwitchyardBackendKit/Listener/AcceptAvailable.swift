@@ -23,7 +23,7 @@ public enum AcceptStop: Sendable {
 /// ```
 @inlinable
 public func acceptAvailable(
-    on listener: CInt, limit: Int = 256, _ hand: (consuming Socket, SocketAddress) -> Void
+    on listener: CInt, limit: Int = 256, _ hand: (consuming Socket, SystemSocketAddress) -> Void
 ) -> AcceptStop {
     for _ in 0..<limit {
         do {

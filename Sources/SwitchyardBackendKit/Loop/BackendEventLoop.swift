@@ -1,8 +1,8 @@
 public import Switchyard
 
-/// An ``EventLoop`` as the toolkit's shared pieces see it: work can be handed to it with
+/// An ``TransportEventLoop`` as the toolkit's shared pieces see it: work can be handed to it with
 /// word back when it has stopped, and it defers callbacks to the end of its turn.
-public protocol BackendEventLoop: EventLoop {
+public protocol BackendEventLoop: TransportEventLoop {
     /// Queues `work` for the loop; false (and `work` is not run) once the loop has
     /// stopped, so the caller can finish the work another way.
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool
@@ -16,7 +16,7 @@ public protocol BackendEventLoop: EventLoop {
 }
 
 extension BackendEventLoop {
-    /// ``EventLoop/execute(_:)``: queues `work`; dropped once the loop has stopped.
+    /// ``TransportEventLoop/execute(_:)``: queues `work`; dropped once the loop has stopped.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         _ = submit(work)
     }

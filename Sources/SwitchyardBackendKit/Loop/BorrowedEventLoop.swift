@@ -8,8 +8,8 @@ public import Switchyard
 /// When that loop is a toolkit loop (every built-in backend's), this one forwards to it:
 /// ``submit(_:)`` says when it has stopped, so the layered connection keeps the
 /// ``Connection`` contract's promise that a call made after the loops stopped is
-/// answered, not dropped. Any other ``EventLoop`` cannot say so: work is handed to its
-/// ``EventLoop/execute(_:)``, which drops it once that loop has stopped, and deferred
+/// answered, not dropped. Any other ``TransportEventLoop`` cannot say so: work is handed to its
+/// ``TransportEventLoop/execute(_:)``, which drops it once that loop has stopped, and deferred
 /// work runs in a task of its own.
 ///
 /// One per layered connection; it owns nothing (``stopAndJoin()`` does nothing: the
@@ -20,10 +20,10 @@ public import Switchyard
 /// Safety of `@unchecked Sendable`: immutable.
 public final class BorrowedEventLoop: BackendEventLoop, @unchecked Sendable {
     /// The loop borrowed.
-    public let lender: any EventLoop
+    public let lender: any TransportEventLoop
     private let toolkitLoop: (any BackendEventLoop)?
 
-    public init(_ lender: any EventLoop) {
+    public init(_ lender: any TransportEventLoop) {
         self.lender = lender
         toolkitLoop = lender as? any BackendEventLoop
     }

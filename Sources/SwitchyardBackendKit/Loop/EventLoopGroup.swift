@@ -2,7 +2,7 @@ public import Switchyard
 import Synchronization
 
 /// A fixed set of loops of one backend; connections are spread over them round-robin.
-public final class EventLoopGroup<Loop: BackendEventLoop>: Sendable {
+public final class TransportEventLoopGroup<Loop: BackendEventLoop>: Sendable {
     public let loops: [Loop]
     private let cursor = Atomic<Int>(0)
     private let stopped = Mutex(false)

@@ -94,7 +94,7 @@ public final class WorkerEventLoop: BackendEventLoop, @unchecked Sendable {
     }
 }
 
-extension EventLoopGroup where Loop == WorkerEventLoop {
+extension TransportEventLoopGroup where Loop == WorkerEventLoop {
     /// Starts `count` worker loops (default: one per core), threads named `name-N`.
     public convenience init(count: Int?, name: String) throws(TransportError) {
         try self.init(count: count ?? Posix.onlineCores()) { index throws(TransportError) in

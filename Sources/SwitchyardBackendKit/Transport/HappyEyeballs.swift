@@ -3,7 +3,7 @@ public import Switchyard
 
 /// How a backend connects to a host with several addresses, written once for every
 /// backend: RFC 8305 ("Happy Eyeballs version 2"), connection attempts without the DNS
-/// half (``Resolver`` returns every address at once).
+/// half (``HostResolver`` returns every address at once).
 ///
 /// - **Order.** Attempts start with an IPv6 address, then alternate families, each
 ///   family in the resolver's order (RFC 8305 section 4; `[v6a, v6b, v4a]` becomes
@@ -30,10 +30,10 @@ public enum HappyEyeballs {
 
     /// `addresses` in the order attempts start: IPv6 first, families alternating, each
     /// family in its given order.
-    public static func ordered(_ addresses: [SocketAddress]) -> [SocketAddress] {
+    public static func ordered(_ addresses: [SystemSocketAddress]) -> [SystemSocketAddress] {
         let v6 = addresses.filter { $0.family == AF_INET6 }
         let others = addresses.filter { $0.family != AF_INET6 }
-        var ordered: [SocketAddress] = []
+        var ordered: [SystemSocketAddress] = []
         ordered.reserveCapacity(addresses.count)
         for index in 0..<max(v6.count, others.count) {
             if index < v6.count { ordered.append(v6[index]) }
@@ -47,7 +47,7 @@ public enum HappyEyeballs {
         error.code != .cancelled && error.code != .deadlineExceeded && error.code != .resourceExhausted
     }
 
-    /// Resolves `endpoint` (``Resolver/resolve(_:)``) and connects to its addresses as the
+    /// Resolves `endpoint` (``HostResolver/resolve(_:)``) and connects to its addresses as the
     /// type's documentation says, with `attempt`: one connect to one address, given the
     /// time left, which must end with the calling task's cancellation and must itself end
     /// with `deadlineExceeded` once that time passes (a ``PendingConnect`` with its timer
@@ -56,10 +56,10 @@ public enum HappyEyeballs {
     public static func connect<Connected: Sendable>(
         to endpoint: Endpoint, timeout: Duration, attemptDelay: Duration = attemptDelay,
         discard: @escaping @Sendable (Connected) -> Void,
-        attempt: @escaping @Sendable (SocketAddress, Duration) async throws -> Connected
+        attempt: @escaping @Sendable (SystemSocketAddress, Duration) async throws -> Connected
     ) async throws -> Connected {
         // One address, no lookup (the common case): the attempt alone, with its own timer.
-        if let literal = try SocketAddress(literal: endpoint) {
+        if let literal = try SystemSocketAddress(literal: endpoint) {
             do {
                 return try await attempt(literal, timeout)
             } catch is CancellationError {
@@ -72,7 +72,7 @@ public enum HappyEyeballs {
             code: .deadlineExceeded, reason: .connectTimeout, message: "connecting to \(endpoint) took longer than \(timeout)")
 
         typealias Event = AttemptEvent<Connected>
-        func failure(_ error: any Error, _ address: SocketAddress) -> TransportError {
+        func failure(_ error: any Error, _ address: SystemSocketAddress) -> TransportError {
             if let error = error as? TransportError { return error }
             if error is CancellationError {
                 return TransportError(code: .cancelled, reason: .taskCancelled, message: "the connect to \(address) was cancelled")
@@ -91,13 +91,13 @@ public enum HappyEyeballs {
             }
             group.addTask {
                 do throws(TransportError) {
-                    return .resolved(.success(try await Resolver.resolve(endpoint)))
+                    return .resolved(.success(try await HostResolver.resolve(endpoint)))
                 } catch {
                     return .resolved(.failure(error))
                 }
             }
 
-            var addresses: [SocketAddress] = []
+            var addresses: [SystemSocketAddress] = []
             var next = 0
             var pending = 0
             var generation = 0
@@ -174,7 +174,7 @@ public enum HappyEyeballs {
 /// What ends one task of ``HappyEyeballs/connect(to:timeout:attemptDelay:discard:attempt:)``'s group.
 private enum AttemptEvent<Connected: Sendable>: Sendable {
     /// The lookup's answer.
-    case resolved(Result<[SocketAddress], TransportError>)
+    case resolved(Result<[SystemSocketAddress], TransportError>)
     /// An attempt connected.
     case connected(Connected)
     /// An attempt failed.

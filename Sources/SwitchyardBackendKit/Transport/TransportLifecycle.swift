@@ -28,7 +28,7 @@ public protocol TransportResource: AnyObject, Sendable {
 /// Locked once per connection open and close and per listener, never per message.
 public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
     /// The transport's loops.
-    public let group: EventLoopGroup<Loop>
+    public let group: TransportEventLoopGroup<Loop>
     /// Where the connections' opens, connects and ends are logged and counted.
     public let observer: TransportObserver
 
@@ -46,7 +46,7 @@ public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
 
     /// A lifecycle over `group`'s loops, reporting to `observer` (by default one that
     /// logs nowhere, under the backend name `unnamed`).
-    public init(group: EventLoopGroup<Loop>, observer: TransportObserver = .unnamed()) {
+    public init(group: TransportEventLoopGroup<Loop>, observer: TransportObserver = .unnamed()) {
         self.group = group
         self.observer = observer
         if observer.metrics.isRecording {

@@ -140,7 +140,7 @@ extension ConformanceContext {
     /// Starts a ``CallServer`` on the server transport (``localEndpoint()``) with the
     /// handler face.
     func startCallServer(
-        options: CallOptions = CallOptions(), file: String = #fileID, line: Int = #line,
+        options: CallConfiguration = CallConfiguration(), file: String = #fileID, line: Int = #line,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
         let server = self.server
@@ -153,7 +153,7 @@ extension ConformanceContext {
     /// Starts a ``CallServer`` on the server transport (``localEndpoint()``) with the
     /// async face.
     func startCallServer(
-        options: CallOptions = CallOptions(), file: String = #fileID, line: Int = #line,
+        options: CallConfiguration = CallConfiguration(), file: String = #fileID, line: Int = #line,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
         let server = self.server
@@ -164,13 +164,13 @@ extension ConformanceContext {
     }
 
     /// A channel from the client transport to `server`.
-    func channel(to server: CallServer) -> Channel {
-        Channel(target: target(of: server.localAddress), transport: client)
+    func channel(to server: CallServer) -> CallChannel {
+        CallChannel(target: target(of: server.localAddress), transport: client)
     }
 
     /// Starts a call with the handler face, bounded in time.
     func startCall(
-        on channel: Channel, options: CallOptions = CallOptions(), handler: any CallHandler,
+        on channel: CallChannel, options: CallConfiguration = CallConfiguration(), handler: any CallHandler,
         file: String = #fileID, line: Int = #line
     ) async throws -> Call {
         try await step("starting a call to \(channel.target)", seconds: 15, file: file, line: line) {

@@ -6,7 +6,7 @@ extension ConformanceContext {
     /// Waits until everything already queued on `loop` has run (a hop there and back).
     /// Work a caller handed to a connection from off its loop (a `stopReading()`, a
     /// write) is queued in call order, so after this it has taken effect.
-    func barrier(on loop: any EventLoop, _ what: String, file: String = #fileID, line: Int = #line) async throws {
+    func barrier(on loop: any TransportEventLoop, _ what: String, file: String = #fileID, line: Int = #line) async throws {
         try await within(seconds: 5, "a hop to the event loop (\(what))", file: file, line: line) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 loop.execute { continuation.resume() }

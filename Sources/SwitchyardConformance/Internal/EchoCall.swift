@@ -12,7 +12,7 @@ extension ConformanceContext {
     /// Runs one call on `channel` that sends `message`, finishes sending and reads every
     /// echo until the call ends: how scenarios check that a channel works again (after a
     /// reset, a resume, ...) over a new connection.
-    func echoCall(on channel: Channel, _ message: [UInt8], step: String) async throws -> EchoCallResult {
+    func echoCall(on channel: CallChannel, _ message: [UInt8], step: String) async throws -> EchoCallResult {
         try await self.step(step, seconds: 20) {
             try await channel.withCall { call -> EchoCallResult in
                 let local = call.call.connection.localAddress

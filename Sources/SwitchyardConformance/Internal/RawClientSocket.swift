@@ -19,7 +19,7 @@ final class RawClientSocket: @unchecked Sendable {
 
     /// Opens a socket of `endpoint`'s family (an IP literal).
     init(for endpoint: Endpoint) throws {
-        guard let address = try SocketAddress(literal: endpoint) else {
+        guard let address = try SystemSocketAddress(literal: endpoint) else {
             throw Failure(description: "\(endpoint) is not an IP literal")
         }
         let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -29,7 +29,7 @@ final class RawClientSocket: @unchecked Sendable {
 
     /// Starts a nonblocking connect to `endpoint`; it needs no new descriptor.
     func startConnect(to endpoint: Endpoint) throws {
-        guard let address = try SocketAddress(literal: endpoint) else {
+        guard let address = try SystemSocketAddress(literal: endpoint) else {
             throw Failure(description: "\(endpoint) is not an IP literal")
         }
         let result = address.withSockaddr { connect(fd, $0, $1) }

@@ -22,7 +22,7 @@ final class RecordingHandler: ConnectionHandler {
     }
 
     private let events = Mutex(Events())
-    private let loop: any EventLoop
+    private let loop: any TransportEventLoop
 
     /// Makes a handler and installs it on `connection` (it does not start reading).
     init(on connection: any Connection) {

@@ -15,7 +15,7 @@ extension ConformanceScenario {
         // answer nothing: a read waits, and writes are pushed back once the windows fill.
         let serverCalls = Collected<CallRecorder>()
         let serverCallObjects = Collected<Call>()
-        let options = CallOptions(enableFlowControl: true)
+        let options = CallConfiguration(enableFlowControl: true)
         let server = try await context.startCallServer(options: options) { call in
             // It finishes its call when the client's end arrives: on a network of socket
             // paths the client's reset is a close, which the server reads as that end.
@@ -101,7 +101,7 @@ extension ConformanceScenario {
 }
 
 extension ConformanceScenario {
-    /// F7: a call's deadline (`CallOptions.timeout`). A call still waiting when it passes
+    /// F7: a call's deadline (`CallConfiguration.timeout`). A call still waiting when it passes
     /// ends `deadlineExceeded`, reason `timed out`, within 100 ms of it, and the server's
     /// call ends too; a call that finished first keeps its OK status after the deadline.
     public static let callDeadlineExceeded = ConformanceScenario(
@@ -127,7 +127,7 @@ extension ConformanceScenario {
         let index = serverCalls.count
         let outcome = try await context.step("a call whose reply never comes, with a \(timeout) deadline", seconds: 20) {
             let asked = ContinuousClock.now
-            return try await channel.withCall(options: CallOptions(timeout: timeout)) { call -> (error: (any Error)?, status: CallStatus, after: Duration) in
+            return try await channel.withCall(options: CallConfiguration(timeout: timeout)) { call -> (error: (any Error)?, status: CallStatus, after: Duration) in
                 try await call.write(hold)
                 do {
                     _ = try await call.next()
@@ -150,7 +150,7 @@ extension ConformanceScenario {
         // A call that finishes in time: OK, and still OK after its deadline.
         let message = ConformancePattern.bytes(count: 1000, seed: 48)
         let (echo, status) = try await context.step("a call that finishes before its deadline", seconds: 20) {
-            try await channel.withCall(options: CallOptions(timeout: timeout)) { call -> ([UInt8]?, CallStatus) in
+            try await channel.withCall(options: CallConfiguration(timeout: timeout)) { call -> ([UInt8]?, CallStatus) in
                 try await call.write(message)
                 let echo = try await call.next()
                 try await call.finishSending()

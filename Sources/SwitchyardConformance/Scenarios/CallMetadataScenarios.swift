@@ -7,7 +7,7 @@ extension ConformanceScenario {
     /// binary value with every byte, a key given in upper case) arrive intact and are
     /// set when the server makes the call's handler; the server's response metadata and
     /// its trailing metadata arrive at the client; a hundred pairs filling the server's
-    /// `CallOptions.maximumMetadataSize` to the byte arrive intact. One byte over it
+    /// `CallConfiguration.maximumMetadataSize` to the byte arrive intact. One byte over it
     /// ends the server's call with `resourceExhausted`, reason `metadata too large`; a
     /// malformed headers frame, or a second one, ends it with `internal`, reason
     /// `protocol violation`; the server keeps serving the next call each time.
@@ -16,15 +16,15 @@ extension ConformanceScenario {
         checklist: ["B1", "B2"], timeLimit: .seconds(90)
     ) { context in
         let limit = 4096
-        var serverOptions = CallOptions()
+        var serverOptions = CallConfiguration()
         serverOptions.maximumMetadataSize = limit
         struct Seen: Sendable {
             var method: String
-            var metadata: Metadata
+            var metadata: CallMetadata
         }
         let seen = Collected<Seen>()
         let serverCalls = Collected<CallRecorder>()
-        let response = try Metadata([
+        let response = try CallMetadata([
             (key: "server", value: .string("switchyard ✓")), (key: "digest-bin", value: .binary([0, 1, 2, 254, 255])),
         ])
         let server = try await context.startCallServer(options: serverOptions) { call in
@@ -39,7 +39,7 @@ extension ConformanceScenario {
                 },
                 onEnd: { call in
                     // Trailing metadata with a repeated key, then the status.
-                    var trailing = Metadata()
+                    var trailing = CallMetadata()
                     try? trailing.addString("\(received.load(ordering: .relaxed))", forKey: "messages")
                     try? trailing.addString("first", forKey: "note")
                     try? trailing.addString("second", forKey: "note")
@@ -54,8 +54,8 @@ extension ConformanceScenario {
         let channel = context.channel(to: server)
 
         /// One echo call to `method` with `metadata`; what the client saw.
-        func echoCall(_ method: String, _ metadata: Metadata, _ what: String) async throws
-            -> (replies: [[UInt8]], status: CallStatus, response: Metadata, trailing: Metadata)
+        func echoCall(_ method: String, _ metadata: CallMetadata, _ what: String) async throws
+            -> (replies: [[UInt8]], status: CallStatus, response: CallMetadata, trailing: CallMetadata)
         {
             let message = ConformancePattern.bytes(count: 1000, seed: 64)
             return try await context.step(what, seconds: 20) {
@@ -71,8 +71,8 @@ extension ConformanceScenario {
 
         /// Checks the echo and both ends' metadata of a call that succeeded.
         func expectIntact(
-            _ outcome: (replies: [[UInt8]], status: CallStatus, response: Metadata, trailing: Metadata),
-            method: String, metadata: Metadata, _ what: String
+            _ outcome: (replies: [[UInt8]], status: CallStatus, response: CallMetadata, trailing: CallMetadata),
+            method: String, metadata: CallMetadata, _ what: String
         ) throws {
             try context.expectOK(outcome.status, "the status of \(what)")
             try context.expectEqual(outcome.replies.count, 1, "echoed messages in \(what)")
@@ -82,7 +82,7 @@ extension ConformanceScenario {
                 last.metadata == metadata,
                 "the metadata the server's handler saw in \(what): \(last.metadata.count) pairs, expected \(metadata.count): \(String(describing: last.metadata).prefix(300))")
             try context.expectEqual(outcome.response, response, "the response metadata the client received in \(what)")
-            var trailing = Metadata()
+            var trailing = CallMetadata()
             try trailing.addString("1", forKey: "messages")
             try trailing.addString("first", forKey: "note")
             try trailing.addString("second", forKey: "note")
@@ -92,7 +92,7 @@ extension ConformanceScenario {
 
         // A method and metadata of every sort.
         let method = "/switchyard.Echo/Stream"
-        var metadata = Metadata()
+        var metadata = CallMetadata()
         try metadata.addString("Grüße, 世界 🚂", forKey: "greeting")
         try metadata.addString("one", forKey: "x-repeated")
         try metadata.addString("two", forKey: "x-repeated")
@@ -106,8 +106,8 @@ extension ConformanceScenario {
 
         // A hundred pairs filling the server's limit to the byte: the headers payload is
         // the method (2 + its bytes) and, per pair, 1 + key + 4 + value bytes.
-        func filling(_ size: Int) throws -> Metadata {
-            var pairs = Metadata()
+        func filling(_ size: Int) throws -> CallMetadata {
+            var pairs = CallMetadata()
             var left = size - 2 - 2  // the method "/m"
             for index in 0..<100 {
                 let key = "h-\(index / 10)\(index % 10)"

@@ -15,14 +15,14 @@ extension ConformanceScenario {
         let probe = OneAtATimeEcho.Probe()
         // The first message is asked for by the policy: the handler has no earlier event.
         let server = try await context.startCallServer(
-            options: CallOptions(enableFlowControl: true, flowController: FirstAskedFlowController())
+            options: CallConfiguration(enableFlowControl: true, flowController: FirstAskedFlowController())
         ) { _ in OneAtATimeEcho(probe: probe) }
         defer { server.close() }
         let channel = context.channel(to: server)
         let count = 300
         let messages = (0..<count).map { ConformancePattern.bytes(count: $0 % 97, seed: UInt64(37_000 + $0)) }
         let (replies, status) = try await context.within(seconds: 30, "\(count) messages echoed one at a time") {
-            try await channel.withCall(options: CallOptions()) { call in
+            try await channel.withCall(options: CallConfiguration()) { call in
                 // All at once without waiting: many frames arrive in one read, so the
                 // server handles several messages in one turn of its loop.
                 for message in messages { call.call.send(message) }

@@ -14,7 +14,7 @@ extension ConformanceScenario {
         let sizes = [0, 1, 100, 65_536, 1 << 20, Frame.defaultMaximumMessageSize]
         for flowControl in [false, true] {
             let label = flowControl ? "flow control on" : "flow control off"
-            let options = CallOptions(enableFlowControl: flowControl)
+            let options = CallConfiguration(enableFlowControl: flowControl)
             let serverErrors = Collected<String>()
             let server = try await context.startCallServer(options: options) { call in
                 do {
@@ -70,7 +70,7 @@ extension ConformanceScenario {
             defer { server.close() }
             let recorder = CallRecorder()
             let call = try await context.startCall(
-                on: context.channel(to: server), options: CallOptions(enableFlowControl: flowControl), handler: recorder)
+                on: context.channel(to: server), options: CallConfiguration(enableFlowControl: flowControl), handler: recorder)
             // All sent in a row without waiting, alternating the two ways to send: even
             // messages with a completion (noted in the same log), odd ones without.
             for (index, payload) in payloads.enumerated() {
@@ -132,7 +132,7 @@ extension ConformanceScenario {
         }
         defer { server.close() }
         let recorder = CallRecorder()
-        let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+        let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
 
         // Requests made before anything arrived stack: 2 + 1.
         call.receiveNextMessages(2)
@@ -212,13 +212,13 @@ extension ConformanceScenario {
 
         let readerCalls = Collected<Call>()
         let reader = VerifyingReader(expected: message)
-        let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+        let server = try await context.startCallServer(options: CallConfiguration(enableFlowControl: true)) { call in
             readerCalls.append(call)
             return reader
         }
         defer { server.close() }
         let sender = PacedSender(total: total, window: window, message: message)
-        let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: sender)
+        let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: sender)
         sender.start(call)
         try await context.waitUntil(seconds: 10, "the server accepted the call") { readerCalls.count == 1 }
         let readerCall = readerCalls[0]
@@ -415,7 +415,7 @@ extension ConformanceScenario {
         ]
         let listener = try await context.listen()
         defer { listener.close() }
-        let rawChannel = Channel(target: context.endpoint(of: listener), transport: context.client)
+        let rawChannel = CallChannel(target: context.endpoint(of: listener), transport: context.client)
         for input in badServer {
             let recorder = CallRecorder()
             _ = try await context.startCall(on: rawChannel, handler: recorder)
@@ -482,7 +482,7 @@ extension ConformanceScenario {
             let label = flowControl ? "flow control on" : "flow control off"
             let index = serverCalls.count
             let outcome = try await context.step("a call whose server resets mid-call (\(label))", seconds: 20) {
-                try await channel.withCall(options: CallOptions(enableFlowControl: flowControl)) { call -> (echo: [UInt8]?, error: (any Error)?, status: CallStatus) in
+                try await channel.withCall(options: CallConfiguration(enableFlowControl: flowControl)) { call -> (echo: [UInt8]?, error: (any Error)?, status: CallStatus) in
                     try await call.write(first)
                     var messages = call.messages.makeAsyncIterator()
                     let echo = try await messages.next()
@@ -603,7 +603,7 @@ extension ConformanceScenario {
             }
             defer { server.close() }
             let recorder = CallRecorder()
-            let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+            let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
             call.receiveNextMessage()
             let status = try await context.status(of: recorder, "a client call (flow control on) that asked for the one message the server sent, 300 ms before its status", seconds: 5)
             try context.expectOK(status, "the client's status")
@@ -614,7 +614,7 @@ extension ConformanceScenario {
         do {
             let serverCalls = Collected<Call>()
             let serverRecorder = CallRecorder(onEnd: { call in call.finish() })
-            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+            let server = try await context.startCallServer(options: CallConfiguration(enableFlowControl: true)) { call in
                 serverCalls.append(call)
                 return serverRecorder
             }
@@ -640,7 +640,7 @@ extension ConformanceScenario {
             defer { server.close() }
             let channel = context.channel(to: server)
             let status = try await context.step("an async call (flow control on) that writes, finishes sending and awaits its status without reading messages", seconds: 5) {
-                try await channel.withCall(options: CallOptions(enableFlowControl: true)) { call in
+                try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
                     try await call.write([7])
                     try await call.finishSending()
                     return await call.status()
@@ -656,7 +656,7 @@ extension ConformanceScenario {
             }
             defer { server.close() }
             let recorder = CallRecorder()
-            let call = try await context.startCall(on: context.channel(to: server), options: CallOptions(enableFlowControl: true), handler: recorder)
+            let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
             call.send(resetMessage)
             let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5)
             try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the status of a call that asked for nothing when its server reset")
@@ -672,7 +672,7 @@ extension ConformanceScenario {
         let rounds = 30
         // The async face: serve asks for its first message at once.
         do {
-            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+            let server = try await context.startCallServer(options: CallConfiguration(enableFlowControl: true)) { call in
                 var got: [UInt8] = []
                 for try await message in call.messages { got += message }
                 try await call.write(got)
@@ -696,7 +696,7 @@ extension ConformanceScenario {
         // The handler face: the request comes from makeHandler, before the call starts.
         do {
             let serverRecorders = Collected<CallRecorder>()
-            let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { call in
+            let server = try await context.startCallServer(options: CallConfiguration(enableFlowControl: true)) { call in
                 let recorder = CallRecorder(onEnd: { call in call.finish() })
                 serverRecorders.append(recorder)
                 call.receiveNextMessages(10)

@@ -2,7 +2,7 @@ import Switchyard
 
 // A name with several addresses: KIT-CHECKLIST J4 (an address list tried in order) and
 // H1. The name is `localhost`, which every backend resolves to both loopback addresses
-// without a query (RFC 6761 section 6.3; the toolkit's `Resolver`, the in-memory
+// without a query (RFC 6761 section 6.3; the toolkit's `HostResolver`, the in-memory
 // backend's own table): a server on one of them leaves the other refused, unreachable
 // or black-holed, and a connect must still reach it (RFC 8305, Happy Eyeballs).
 

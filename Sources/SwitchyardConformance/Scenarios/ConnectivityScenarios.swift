@@ -17,7 +17,7 @@ extension ConformanceScenario {
             return .ok
         }
         defer { server.close() }
-        let channel = Channel(
+        let channel = CallChannel(
             target: context.target(of: server.localAddress), transport: context.client, monitor: monitor)
 
         // Three calls, each with one echo done, so each is surely open end to end.

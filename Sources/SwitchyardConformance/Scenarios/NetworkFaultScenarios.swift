@@ -98,13 +98,13 @@ struct FaultRig: Sendable {
 
     /// A call on a channel of its own (a broken call ends its channel's other calls, so
     /// each call watched for its own detection has its own channel), one echo done.
-    func activeCall(seed: UInt64 = 1) async throws -> (OpenCall, Channel) {
-        let channel = Channel(target: target, transport: client)
+    func activeCall(seed: UInt64 = 1) async throws -> (OpenCall, CallChannel) {
+        let channel = CallChannel(target: target, transport: client)
         return (try await openCall(on: channel, seed: seed), channel)
     }
 
     /// A call on `channel`, one echo done (so it is surely open end to end).
-    func openCall(on channel: Channel, seed: UInt64) async throws -> OpenCall {
+    func openCall(on channel: CallChannel, seed: UInt64) async throws -> OpenCall {
         let recorder = CallRecorder()
         let call = try await context.startCall(on: channel, handler: recorder)
         call.send(ConformancePattern.bytes(count: 100, seed: seed))

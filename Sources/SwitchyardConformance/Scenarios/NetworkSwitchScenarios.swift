@@ -165,13 +165,13 @@ struct MonitoredRig: Sendable {
     var cellular: FaultNetwork.Path { network.paths[1] }
 
     /// A channel to the server that follows the monitor.
-    func channel() -> Channel {
-        Channel(target: base.target, transport: base.client, monitor: monitor)
+    func channel() -> CallChannel {
+        CallChannel(target: base.target, transport: base.client, monitor: monitor)
     }
 
     /// A call on `channel`, one echo done, whose connection comes from `path`'s address.
     func openCall(
-        on channel: Channel, seed: UInt64, over path: FaultNetwork.Path, file: String = #fileID, line: Int = #line
+        on channel: CallChannel, seed: UInt64, over path: FaultNetwork.Path, file: String = #fileID, line: Int = #line
     ) async throws -> FaultRig.OpenCall {
         let open = try await base.openCall(on: channel, seed: seed)
         try context.expectEqual(
@@ -226,7 +226,7 @@ struct MonitoredRig: Sendable {
 
     /// Fails unless a new call on `channel` connects from `path`'s address and echoes.
     func expectCallWorks(
-        on channel: Channel, over path: FaultNetwork.Path, _ what: String, file: String = #fileID, line: Int = #line
+        on channel: CallChannel, over path: FaultNetwork.Path, _ what: String, file: String = #fileID, line: Int = #line
     ) async throws {
         let recorder = CallRecorder()
         let started = ContinuousClock.now

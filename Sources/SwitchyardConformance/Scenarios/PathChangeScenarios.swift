@@ -42,7 +42,7 @@ extension ConformanceScenario {
                 }
             }
             defer { local.closeNow() }
-            let loopbackChannel = Channel(
+            let loopbackChannel = CallChannel(
                 target: Endpoint(host: "127.0.0.1", port: local.localAddress.port), transport: client, monitor: rig.monitor)
             defer { loopbackChannel.close() }
             let loopback = try await rig.base.openCall(on: loopbackChannel, seed: 40)

@@ -37,7 +37,7 @@ extension ConformanceScenario {
             let serverCallsBefore = serverCalls.count
             let recorder = CallRecorder()
             let call = try await context.startCall(
-                on: channel, options: CallOptions(enableFlowControl: reclaim.stopsReading), handler: recorder)
+                on: channel, options: CallConfiguration(enableFlowControl: reclaim.stopsReading), handler: recorder)
             if reclaim.stopsReading { call.receiveNextMessage() }
             call.send(ConformancePattern.bytes(count: 100, seed: seed))
             try await context.waitUntil(seconds: 10, "the first echo arrived (\(reclaim))") { recorder.messageCount == 1 }
@@ -152,7 +152,7 @@ extension ConformanceScenario {
         let what = "the client's descriptor replaced by \(replacement.rawValue) with writes queued"
         // With flow control on and no message asked for, the server stops reading once a
         // frame waits: TCP pushes back and the client's writes queue.
-        let server = try await context.startCallServer(options: CallOptions(enableFlowControl: true)) { _ in CallRecorder() }
+        let server = try await context.startCallServer(options: CallConfiguration(enableFlowControl: true)) { _ in CallRecorder() }
         defer { server.close() }
         let channel = context.channel(to: server)
         let recorder = CallRecorder()

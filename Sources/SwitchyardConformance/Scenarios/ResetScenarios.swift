@@ -253,7 +253,7 @@ final class OrderedConnectionEvents: ConnectionHandler {
     }
 
     private let state = Mutex(State())
-    private let loop: any EventLoop
+    private let loop: any TransportEventLoop
 
     init(on connection: any Connection) {
         loop = connection.eventLoop

@@ -31,7 +31,7 @@ extension ConformanceScenario {
                 }
             }
             defer { callServer.closeNow() }
-            let channel = Channel(target: context.target(of: callServer.localAddress), transport: client)
+            let channel = CallChannel(target: context.target(of: callServer.localAddress), transport: client)
             defer { channel.close() }
             let recorder = CallRecorder()
             let call = try await context.startCall(on: channel, handler: recorder)

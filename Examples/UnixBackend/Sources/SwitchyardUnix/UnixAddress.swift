@@ -4,7 +4,7 @@ import SwitchyardBackendKit
 
 /// A Unix-domain socket address (`sockaddr_un`) and the ``Endpoint`` it stands for.
 /// (The other way, an address the kernel reported, is the toolkit's
-/// ``SocketAddress/endpoint``.)
+/// ``SystemSocketAddress/endpoint``.)
 ///
 /// - `unix:/run/app.sock` (or a relative path): a socket file.
 /// - `unix:@name`: a name in Linux's abstract namespace (`sun_path` starts with a NUL;
@@ -12,7 +12,7 @@ import SwitchyardBackendKit
 /// - An unnamed socket (a peer that never bound a name) is `Endpoint(unixPath: "")`.
 struct UnixAddress {
     /// The address in the toolkit's form, for `Posix.bind`, `Posix.connect`.
-    let socketAddress: SocketAddress
+    let socketAddress: SystemSocketAddress
     /// The endpoint it came from or stands for.
     let endpoint: Endpoint
 
@@ -46,7 +46,7 @@ struct UnixAddress {
         withUnsafeMutableBytes(of: &storage) { target in
             withUnsafeBytes(of: address) { target.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[..<length])) }
         }
-        socketAddress = SocketAddress(storage: storage, length: socklen_t(length))
+        socketAddress = SystemSocketAddress(storage: storage, length: socklen_t(length))
         self.endpoint = endpoint
     }
 

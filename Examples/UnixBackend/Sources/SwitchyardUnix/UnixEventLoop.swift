@@ -54,7 +54,7 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
         }
     }
 
-    // MARK: EventLoop, BackendEventLoop
+    // MARK: TransportEventLoop, BackendEventLoop
 
     var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 

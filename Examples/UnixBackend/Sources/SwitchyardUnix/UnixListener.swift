@@ -19,7 +19,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
     var backendName: String { UnixTransport.backendName }
 
     private let loop: UnixEventLoop
-    private let group: EventLoopGroup<UnixEventLoop>
+    private let group: TransportEventLoopGroup<UnixEventLoop>
     private let lifecycle: TransportLifecycle<UnixEventLoop>
     private let fd: CInt
     private var socket: Socket?
@@ -30,7 +30,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
 
     init(
         socket: consuming Socket, address: UnixAddress, file: FileIdentity?, loop: UnixEventLoop,
-        group: EventLoopGroup<UnixEventLoop>, lifecycle: TransportLifecycle<UnixEventLoop>
+        group: TransportEventLoopGroup<UnixEventLoop>, lifecycle: TransportLifecycle<UnixEventLoop>
     ) {
         fd = socket.descriptor
         self.socket = .some(socket)

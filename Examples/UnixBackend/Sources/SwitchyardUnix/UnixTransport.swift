@@ -45,7 +45,7 @@ public final class UnixTransport: LifecycleTransport {
 
     public var name: String { Self.backendName }
 
-    private let group: EventLoopGroup<UnixEventLoop>
+    private let group: TransportEventLoopGroup<UnixEventLoop>
     private let lifecycle: TransportLifecycle<UnixEventLoop>
 
     /// Starts the transport's event loops.
@@ -55,7 +55,7 @@ public final class UnixTransport: LifecycleTransport {
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
         try configuration.validate()
         let count = configuration.eventLoopCount ?? Posix.onlineCores()
-        group = try EventLoopGroup(count: count) { index throws(TransportError) in
+        group = try TransportEventLoopGroup(count: count) { index throws(TransportError) in
             try UnixEventLoop(name: "sy-unix-\(index)")
         }
         // The toolkit logs and counts the connections' lives (connects, accepts, ends by

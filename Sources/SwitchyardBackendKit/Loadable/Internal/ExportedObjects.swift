@@ -16,7 +16,7 @@ final class ExportedTransport: Sendable {
     init(_ transport: any Transport) { self.transport = transport }
 
     /// The one handle object for `loop`.
-    func exported(_ loop: any EventLoop) -> ExportedLoop {
+    func exported(_ loop: any TransportEventLoop) -> ExportedLoop {
         loops.withLock { loops in
             if let known = loops[ObjectIdentifier(loop)] { return known }
             let exported = ExportedLoop(loop)
@@ -53,8 +53,8 @@ final class ExportedListener: Sendable {
 
 /// An event loop behind a `sy_loop *`.
 final class ExportedLoop: Sendable {
-    let loop: any EventLoop
-    init(_ loop: any EventLoop) { self.loop = loop }
+    let loop: any TransportEventLoop
+    init(_ loop: any TransportEventLoop) { self.loop = loop }
 }
 
 /// A connect or listen in progress behind a `sy_operation *`: the task that runs it.

@@ -34,7 +34,7 @@ final class LoadedConnection: Connection, @unchecked Sendable {
 
     var backendName: String { core.name }
 
-    var eventLoop: any EventLoop { loop }
+    var eventLoop: any TransportEventLoop { loop }
 
     var localAddress: Endpoint {
         Endpoint.reported { result, context in library.table.connection_local_address!(handle, result, context) }

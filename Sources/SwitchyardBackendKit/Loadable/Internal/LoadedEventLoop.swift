@@ -7,7 +7,7 @@ import Switchyard
 /// runs on the library's loop thread.
 ///
 /// Safety of `@unchecked Sendable`: immutable; the handle may be used from any thread.
-final class LoadedEventLoop: EventLoop, @unchecked Sendable {
+final class LoadedEventLoop: TransportEventLoop, @unchecked Sendable {
     private let library: BackendLibrary
     private let handle: OpaquePointer
 
