@@ -228,7 +228,7 @@ let package = Package(
         // backend keeps doing the I/O). Only SwitchyardConformanceTLS depends on it.
         .target(
             name: "SwitchyardTLS",
-            dependencies: ["Switchyard", "CSwitchyardOpenSSL"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardOpenSSL"],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.

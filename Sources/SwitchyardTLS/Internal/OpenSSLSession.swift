@@ -179,6 +179,14 @@ final class OpenSSLSession {
         return failure(duringHandshake: false)
     }
 
+    /// Encrypts the bytes `fill` writes into a buffer of `capacity` bytes on the stack (it
+    /// returns how many): parts gathered so that they share records, as one write would.
+    func write(gathering capacity: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Int) -> TransportError? {
+        withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 1) { buffer in
+            write(UnsafeRawBufferPointer(rebasing: buffer[..<fill(buffer)]))
+        }
+    }
+
     /// Queues this side's `close_notify` (take it with ``withOutput(_:)``).
     func shutdown() {
         ERR_clear_error()
