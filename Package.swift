@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "SwitchyardCalls", targets: ["SwitchyardCalls"]),
         .library(name: "SwitchyardReachability", targets: ["SwitchyardReachability"]),
         .library(name: "SwitchyardBackendKit", targets: ["SwitchyardBackendKit"]),
+        .library(name: "SwitchyardBackendLoader", targets: ["SwitchyardBackendLoader"]),
         .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
         .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
         .library(name: "SwitchyardUV", targets: ["SwitchyardUV"]),
@@ -107,21 +108,38 @@ let package = Package(
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
         .target(name: "CSwitchyardPosix"),
+        // The libc layer: system calls through one helper (EINTR retried, would-block as a
+        // value, a typed errno), the errno table, socket addresses, the descriptor's owner,
+        // process signals. Not a product: Switchyard's own modules share it (`package`
+        // access); the toolkit re-exports the few types a backend author handles.
+        .target(
+            name: "SwitchyardPosix",
+            dependencies: ["Switchyard", "CSwitchyardPosix"],
+            swiftSettings: strict
+        ),
         // The C interface of a backend library loaded at run time: one versioned table.
         .target(name: "CSwitchyardBackendABI"),
         // The backend toolkit: what every backend's connections, listeners and transports
-        // share (the connection contract as a state machine, loop queues, the resource
-        // registry and shutdown, stall settings, name resolution, socket addresses), and
-        // both sides of a backend loaded at run time (Loadable/). A product: backends
-        // written outside this package build on it too.
+        // share (the connection contract as a state machine and the connection front on it,
+        // descriptor event loops, loop queues, the resource registry and shutdown,
+        // observability, stall settings, name resolution, Happy Eyeballs). A product:
+        // backends written outside this package build on it too.
         .target(
             name: "SwitchyardBackendKit",
             dependencies: [
-                "Switchyard", "CSwitchyardPosix", "CSwitchyardBackendABI",
+                "Switchyard", "SwitchyardPosix", "CSwitchyardPosix",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
+            swiftSettings: strict
+        ),
+        // Backends loaded at run time: both sides of the one versioned C entry point, a
+        // backend library's export (`LoadableBackend.export`) and a host's loading (the
+        // registry's `--backend-library`, `SWITCHYARD_BACKEND_PATH`).
+        .target(
+            name: "SwitchyardBackendLoader",
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardBackendABI"],
             swiftSettings: strict
         ),
         .target(
@@ -129,6 +147,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
                 .product(name: "HeapModule", package: "swift-collections"),
+                "SwitchyardPosix",
             ],
             swiftSettings: strict
         ),
@@ -153,6 +172,7 @@ let package = Package(
             name: "SwitchyardUV",
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "CLibUV", "CSwitchyardPosix", "CSwitchyardEpollGuard",
+                "SwitchyardPosix",
             ],
             swiftSettings: strict
         ),
@@ -162,6 +182,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory",
                 .target(name: "SwitchyardUV", condition: .when(traits: ["LibUV"])),
+                "SwitchyardBackendLoader",
             ],
             swiftSettings: strict
         ),
@@ -170,7 +191,7 @@ let package = Package(
         // its copies (Swift's are protected anyway; this covers the C shims').
         .target(
             name: "SwitchyardBSDLoadedFixture",
-            dependencies: ["SwitchyardBackendKit", "SwitchyardBSD"],
+            dependencies: ["SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardBackendLoader"],
             path: "Tests/Fixtures/BSDLoaded",
             swiftSettings: strict,
             linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
@@ -179,8 +200,9 @@ let package = Package(
         .target(
             name: "SwitchyardNetlink",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "CSwitchyardPosix",
+                "Switchyard", "CSwitchyardPosix",
                 .product(name: "Logging", package: "swift-log"),
+                "SwitchyardPosix",
             ],
             swiftSettings: strict
         ),
@@ -234,7 +256,7 @@ let package = Package(
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
-            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink", "SwitchyardPosix", "SwitchyardBackendLoader"],
             swiftSettings: strict
         ),
         // The kit's TLS pairs (TransportBackend.tls over its backends) and the test
@@ -393,28 +415,33 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "SwitchyardPosixTests",
+            dependencies: ["Switchyard", "SwitchyardPosix"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "SwitchyardBackendKitTests",
-            dependencies: ["Switchyard", "SwitchyardBackendKit"],
+            dependencies: ["Switchyard", "SwitchyardBackendKit", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardBSDTests",
-            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBSD", "SwitchyardBackendKit"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBSD", "SwitchyardBackendKit", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardUVTests",
-            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardBackendKit", "CLibUV", "CSwitchyardEpollGuard", "CSwitchyardPosix"],
+            dependencies: ["Switchyard", "SwitchyardUV", "SwitchyardBackendKit", "CLibUV", "CSwitchyardEpollGuard", "CSwitchyardPosix", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardNetlinkTests",
-            dependencies: ["Switchyard", "SwitchyardNetlink"],
+            dependencies: ["Switchyard", "SwitchyardNetlink", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardTransferTests",
-            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardTransfer", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink"],
+            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardTransfer", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV", "SwitchyardNetlink", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -434,7 +461,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardReachabilityTests",
-            dependencies: ["Switchyard", "SwitchyardReachability", "SwitchyardMemory", "SwitchyardBackends"],
+            dependencies: ["Switchyard", "SwitchyardReachability", "SwitchyardMemory", "SwitchyardBackends", "SwitchyardPosix"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -447,6 +474,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV",
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                "SwitchyardBackendLoader",
             ],
             swiftSettings: strict
         ),
@@ -455,6 +483,7 @@ let package = Package(
             dependencies: [
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardBackends",
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                "SwitchyardBackendLoader",
             ],
             swiftSettings: strict
         ),

@@ -3,7 +3,8 @@
 // A Switchyard backend written as an outside author writes one: Unix-domain stream
 // sockets for local inter-process links, registered as `unix`. It depends on
 // Switchyard's public products only: the core (`Switchyard`), the backend toolkit
-// (`SwitchyardBackendKit`) and, for its tests, the conformance kit
+// (`SwitchyardBackendKit`), the loader for its backend library
+// (`SwitchyardBackendLoader`) and, for its tests, the conformance kit
 // (`SwitchyardConformance`).
 
 import PackageDescription
@@ -29,9 +30,12 @@ let package = Package(
         .package(name: "switchyard", path: "../..", traits: ["TLS"]),
     ],
     targets: [
+        // epoll and eventfd, which Glibc's Swift module does not carry.
+        .target(name: "CUnixEpoll"),
         .target(
             name: "SwitchyardUnix",
             dependencies: [
+                "CUnixEpoll",
                 .product(name: "Switchyard", package: "switchyard"),
                 .product(name: "SwitchyardBackendKit", package: "switchyard"),
             ],
@@ -43,7 +47,7 @@ let package = Package(
             name: "SwitchyardUnixBackend",
             dependencies: [
                 "SwitchyardUnix",
-                .product(name: "SwitchyardBackendKit", package: "switchyard"),
+                .product(name: "SwitchyardBackendLoader", package: "switchyard"),
             ],
             swiftSettings: strict,
             linkerSettings: [.unsafeFlags(["-Xlinker", "-Bsymbolic"])]
@@ -53,8 +57,8 @@ let package = Package(
             dependencies: [
                 "SwitchyardUnix",
                 .product(name: "Switchyard", package: "switchyard"),
-                .product(name: "SwitchyardBackendKit", package: "switchyard"),
                 .product(name: "SwitchyardConformance", package: "switchyard"),
+                .product(name: "SwitchyardBackendLoader", package: "switchyard"),
             ],
             swiftSettings: strict
         ),

@@ -1,6 +1,7 @@
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
+import SwitchyardPosix
 
 /// A TCP connection on an epoll loop. See ``Connection`` for the contract, which
 /// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; the toolkit's

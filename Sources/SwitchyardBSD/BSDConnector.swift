@@ -2,6 +2,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
+import SwitchyardPosix
 
 /// One nonblocking connect attempt to one address, on one loop.
 ///

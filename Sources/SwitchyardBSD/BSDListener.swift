@@ -2,6 +2,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
+import SwitchyardPosix
 
 /// A listening TCP socket on one loop; accepted connections are spread over every loop
 /// of the transport. See ``Listener`` for the contract.

@@ -4,6 +4,7 @@ import HeapModule
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
+import SwitchyardPosix
 
 /// Something registered with a loop's epoll instance: it gets the ready events.
 protocol Selectable: AnyObject {

@@ -1,4 +1,5 @@
 package import SwitchyardBackendKit
+import SwitchyardPosix
 
 /// The decision of the BSD backend's stall monitor for one connection: a pure state
 /// machine, fed TCP_INFO snapshots and the time, that says when bytes in flight stopped

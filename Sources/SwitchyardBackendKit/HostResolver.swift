@@ -1,6 +1,7 @@
 import Glibc
 public import Switchyard
 import Synchronization
+import SwitchyardPosix
 
 /// Resolves host names off the event loops.
 ///

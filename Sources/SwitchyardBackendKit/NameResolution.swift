@@ -20,26 +20,14 @@ public enum NameResolution {
     /// - Throws: `invalidArgument`/`invalid address`, naming the endpoint, for a path
     ///   endpoint, a malformed host, or a port outside 0...65535.
     public static func checkHostAndPort(_ endpoint: Endpoint) throws(TransportError) {
-        if endpoint.path != nil {
-            throw TransportError(
-                code: .invalidArgument, reason: .invalidAddress,
-                message: "\(endpoint) is a Unix-domain socket path; this backend connects and listens on a host and port")
-        }
-        try checkPort(endpoint)
-        try Endpoint.validate(host: endpoint.host)
+        try endpoint.checkHostAndPort()
     }
 
     /// Checks the port of a host-and-port endpoint: `Endpoint.port` is a `var`, so a
     /// program can set it outside 0...65535 after `Endpoint(host:port:)` checked it.
     /// - Throws: `invalidArgument`/`invalid address`: `invalid port "70000" (0...65535) in host:70000`.
     public static func checkPort(_ endpoint: Endpoint) throws(TransportError) {
-        do {
-            try Endpoint.validate(port: endpoint.port)
-        } catch {
-            var error = error
-            error.message += " in \(endpoint)"
-            throw error
-        }
+        try endpoint.checkPort()
     }
 
     /// Throws `unavailable`/`name resolution` for a name that must never resolve.

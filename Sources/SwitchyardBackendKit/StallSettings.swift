@@ -1,5 +1,6 @@
 import Glibc
 public import Switchyard
+import SwitchyardPosix
 
 /// How the POSIX backends set the kernel up to meet a stall timeout
 /// (`TransportConfiguration.stallTimeout`), and how they name what the kernel reports.
@@ -14,7 +15,7 @@ public import Switchyard
 ///
 /// The kernel then fails a stalled connection with `ETIMEDOUT`, or with the last soft
 /// error it met while retransmitting (`EHOSTUNREACH`/`ENETUNREACH` after the link went
-/// down). With a stall timeout those mean "stalled": see ``ErrnoTable/connectionError(errno:message:stallDetection:)``.
+/// down). With a stall timeout those mean "stalled": see `ErrnoTable/connectionError(errno:message:stallDetection:)`.
 ///
 /// With ``kernelDetection`` off (`TransportConfiguration.kernelStallDetection`), none of
 /// this is set: ``apply(to:)`` leaves the socket alone, and the backend's own monitor must

@@ -5,6 +5,7 @@ import SwitchyardBSD
 import SwitchyardMemory
 #if LibUV
 import SwitchyardUV
+import SwitchyardBackendLoader
 #endif
 
 /// Every backend Switchyard ships, registered by name, and the run-time choice among them.

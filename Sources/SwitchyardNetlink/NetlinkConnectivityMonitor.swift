@@ -1,8 +1,8 @@
 import Glibc
 public import Logging
 public import Switchyard
-import SwitchyardBackendKit
 import Synchronization
+import SwitchyardPosix
 
 /// The Linux connectivity monitor: it follows rtnetlink (links, IPv4 and IPv6 addresses
 /// and routes) and reports the category of the interface that carries the default route.

@@ -2,6 +2,7 @@ import CLibUV
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
+import SwitchyardPosix
 
 /// A `uv_tcp_t` connection on one libuv loop. See ``Connection`` for the contract, which
 /// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type makes the

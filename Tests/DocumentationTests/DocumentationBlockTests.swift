@@ -79,8 +79,8 @@ struct DocumentationBlockTests {
     /// The targets whose DocC catalogs hold articles (scripts/docs builds every catalog
     /// under Sources/; this list only makes sure none of these went unread).
     static let catalogs = [
-        "Switchyard", "SwitchyardCalls", "SwitchyardReachability", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardTLS",
-        "SwitchyardTransfer",
+        "Switchyard", "SwitchyardCalls", "SwitchyardReachability", "SwitchyardBackendKit", "SwitchyardBackendLoader",
+        "SwitchyardConformance", "SwitchyardTLS", "SwitchyardTransfer",
     ]
 
     struct Document {

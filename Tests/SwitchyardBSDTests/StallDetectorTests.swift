@@ -3,6 +3,7 @@ import Switchyard
 @testable import SwitchyardBSD
 import SwitchyardBackendKit
 import Testing
+import SwitchyardPosix
 
 /// The stall detector's decisions, without sockets: TCP_INFO snapshots and instants are
 /// the inputs (the clock is injected as `start + offset`).

@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 import Testing
+import SwitchyardPosix
 
 /// Records what a connection's callbacks reported, in order.
 private final class Log: Sendable {

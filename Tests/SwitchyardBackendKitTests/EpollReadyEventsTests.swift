@@ -1,5 +1,6 @@
 import SwitchyardBackendKit
 import Testing
+import SwitchyardPosix
 
 @Suite("Epoll ready list")
 struct EpollReadyEventsTests {

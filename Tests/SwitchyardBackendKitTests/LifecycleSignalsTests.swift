@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 import Testing
+import SwitchyardPosix
 
 /// The toolkit's signal pipe and the lifecycle's signal driver, with real signals sent to
 /// this test process. Serialized: signal actions are process-wide. Before any `SIGTSTP`

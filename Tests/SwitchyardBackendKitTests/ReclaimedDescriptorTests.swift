@@ -2,6 +2,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import Testing
+import SwitchyardPosix
 
 /// A connected pair of stream sockets, closed by ``close()``.
 private struct SocketPair {

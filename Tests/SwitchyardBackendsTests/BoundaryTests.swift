@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 import Testing
+import SwitchyardBackendLoader
 
 /// The C boundary itself, without a shared library: a test-double backend is exported
 /// (`LoadableBackend.export`) and loaded back from the table (`LoadableBackend.load(entry:)`),

@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackends
 import Testing
+import SwitchyardBackendLoader
 
 /// Every way loading a backend library can go wrong gives a clear ``TransportError``
 /// naming the file, and nothing crashes. The wrong libraries are small C libraries built

@@ -2,6 +2,7 @@ import Switchyard
 import SwitchyardBackendKit
 import SwitchyardConformance
 import Testing
+import SwitchyardBackendLoader
 
 /// A backend loaded through the C interface that breaks its contract must fail the kit,
 /// never crash the host: the host drops a once-only callback called again, and the kit

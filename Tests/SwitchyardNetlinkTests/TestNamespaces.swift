@@ -1,8 +1,7 @@
+import SwitchyardPosix
 import Foundation
 import Glibc
 import Synchronization
-
-@_silgen_name("setns") private func c_setns(_ fd: CInt, _ nstype: CInt) -> CInt
 
 /// A client namespace with a "router" namespace behind it, made for one test and removed
 /// after it (shared/TESTING.md): every name carries this process's id and a per-test
@@ -91,40 +90,11 @@ struct TestNamespaces: Sendable {
     /// Runs `body` on a new thread that entered the client namespace: what it makes there
     /// (a monitor, with its socket and thread) belongs to the namespace.
     func inClient<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        let name = client
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let box = Unmanaged.passRetained(ThreadWork {
-                let fd = open("/var/run/netns/\(name)", O_RDONLY | O_CLOEXEC)
-                guard fd >= 0, c_setns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0 else {
-                    if fd >= 0 { close(fd) }
-                    continuation.resume(throwing: NamespaceError(name: name))
-                    return
-                }
-                close(fd)
-                continuation.resume(with: Result { try body() })
-            })
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, { raw in
-                Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().work()
-                return nil
-            }, box.toOpaque())
-            if status == 0 {
-                pthread_detach(thread)
-            } else {
-                box.release()
-                continuation.resume(throwing: NamespaceError(name: name))
-            }
-        }
+        try await NetworkNamespace.run(in: client, body)
     }
 
-    struct NamespaceError: Error { let name: String }
 }
 
-/// Work handed to a new thread.
-private final class ThreadWork: Sendable {
-    let work: @Sendable () -> Void
-    init(_ work: @escaping @Sendable () -> Void) { self.work = work }
-}
 
 /// The descriptors of this process that are sockets or eventfds (what a monitor opens),
 /// by number. Regular files are left out: other tests in the process may open those.

@@ -1,7 +1,6 @@
+import SwitchyardPosix
 import Glibc
 import Synchronization
-
-@_silgen_name("setns") private func c_setns(_ fd: CInt, _ nstype: CInt) -> CInt
 
 /// Two network namespaces joined by a veth pair, made for one test and removed after it
 /// (see shared/TESTING.md): a client end at 10.213.77.1 and a server end at 10.213.77.2,
@@ -68,36 +67,8 @@ struct TestNetwork: Sendable {
     /// Runs `body` on a new thread that entered namespace `name` (threads it starts, such
     /// as a transport's loops, start there too, and their sockets belong to it).
     func inNamespace<T: Sendable>(_ name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let box = Unmanaged.passRetained(ThreadWork {
-                let fd = open("/var/run/netns/\(name)", O_RDONLY)
-                guard fd >= 0, c_setns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0 else {
-                    if fd >= 0 { close(fd) }
-                    continuation.resume(throwing: NamespaceError(name: name))
-                    return
-                }
-                close(fd)
-                continuation.resume(with: Result { try body() })
-            })
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, { raw in
-                Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().work()
-                return nil
-            }, box.toOpaque())
-            if status == 0 {
-                pthread_detach(thread)
-            } else {
-                box.release()
-                continuation.resume(throwing: NamespaceError(name: name))
-            }
-        }
+        try await NetworkNamespace.run(in: name, body)
     }
 
-    struct NamespaceError: Error { let name: String }
 }
 
-/// Work handed to a new thread.
-private final class ThreadWork: Sendable {
-    let work: @Sendable () -> Void
-    init(_ work: @escaping @Sendable () -> Void) { self.work = work }
-}

@@ -1,12 +1,13 @@
 public import CSwitchyardPosix
 public import DequeModule
 public import Switchyard
+public import SwitchyardPosix
 
 /// A ``StreamConnection`` over a nonblocking stream socket on a ``DescriptorEventLoop``:
 /// the toolkit also does its I/O, written once. It sends at once (``sendToDescriptor(_:_:)``,
 /// the default ``StreamConnection/sendNow(_:_:)``), flushes the queue gathered (``flushWrites()``), reads
 /// (``readAvailable(rounds:)``) and hands the FIN over (``shutDownDescriptorOutput()``,
-/// the default ``StreamConnection/shutDownOutputNow()``), all through ``Posix`` (`sendmsg` with
+/// the default ``StreamConnection/shutDownOutputNow()``), all through `Posix` (`sendmsg` with
 /// `MSG_NOSIGNAL`: a peer that went away is an error, never a SIGPIPE).
 ///
 /// A descriptor reclaimed underneath the connection (see ``SocketIdentity``): sends are
@@ -53,7 +54,7 @@ public protocol DescriptorStreamConnection: StreamConnection where Loop: Descrip
     var socketIdentity: SocketIdentity? { get }
 
     /// The error for a failed system call on this connection, `doing` naming what it was
-    /// (`"writing to …"`). The default is ``ErrnoTable/error(_:while:)``, `reclaimed` when
+    /// (`"writing to …"`). The default is `ErrnoTable/error(_:while:)`, `reclaimed` when
     /// ``socketIdentity`` finds the descriptor replaced; a backend with its own meanings
     /// (the kernel's stall errors as `stalled`) supplies its own.
     func transportError(_ error: SyscallError, while doing: String) -> TransportError

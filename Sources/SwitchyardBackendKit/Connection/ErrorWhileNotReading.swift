@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardPosix
 
 /// A peer's reset, or the kernel giving up, ends a connection whose owner reads nothing
 /// (reads never started, stopped, or past the end of stream) and writes nothing: the

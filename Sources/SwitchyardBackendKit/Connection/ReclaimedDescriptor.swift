@@ -1,5 +1,6 @@
 import Glibc
 public import Switchyard
+import SwitchyardPosix
 
 /// Which socket a connection was made with: the device and inode of its descriptor
 /// (`fstat`'s `st_dev`, `st_ino`), read once when the connection is made, so that an
@@ -35,7 +36,7 @@ public import Switchyard
 /// `epoll_ctl` fails, or the replacement reports an error), or never; its close then
 /// closes the descriptor number it owns, which is the replacement, so nothing leaks.
 /// Nothing is reported sent meanwhile: sends fail on anything but a socket
-/// (``Posix/send(_:_:)``). A replacement that is itself a connected socket of someone
+/// (`Posix/send(_:_:)`). A replacement that is itself a connected socket of someone
 /// else's would be written to without an error: telling that apart would cost a check
 /// per write.
 public struct SocketIdentity: Sendable, Hashable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import Glibc
 public import Switchyard
 import Synchronization
+import SwitchyardPosix
 
 /// Drives a `Lifecycle` from the job-control signals on Linux: `SIGTSTP` suspends,
 /// `SIGCONT` resumes.
@@ -20,7 +21,7 @@ import Synchronization
 ///   suspend still under way); a resume error (a listener that could not reopen) goes to
 ///   `onResumeFailure`. A `SIGCONT` while active changes nothing.
 /// - Signals are handled in the order they arrive, each after the last one's suspend or
-///   resume finished. The handlers are async-signal-safe (``ProcessSignals``). The
+///   resume finished. The handlers are async-signal-safe (`ProcessSignals`). The
 ///   kernel discards a `SIGTSTP` still pending when a `SIGCONT` is generated, so a
 ///   `SIGTSTP` sent immediately before a `SIGCONT` may never arrive; one that arrived is
 ///   always followed by its suspend.
@@ -36,7 +37,7 @@ public final class LifecycleSignals: Sendable {
     ///   - stopAfterSuspend: stop the process (`SIGSTOP`) once each suspend completed.
     ///   - onResumeFailure: called with the error of a resume that could not reopen a
     ///     listener.
-    /// - Throws: what ``ProcessSignals/observe(_:_:)`` throws.
+    /// - Throws: what `ProcessSignals/observe(_:_:)` throws.
     public init(
         driving lifecycle: Lifecycle, stopAfterSuspend: Bool = false,
         onResumeFailure: @escaping @Sendable (any Error) -> Void = { _ in }

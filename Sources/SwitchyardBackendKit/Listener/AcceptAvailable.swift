@@ -1,4 +1,5 @@
 public import CSwitchyardPosix
+public import SwitchyardPosix
 
 /// How ``acceptAvailable(on:limit:_:)`` stopped.
 public enum AcceptStop: Sendable {
@@ -11,7 +12,7 @@ public enum AcceptStop: Sendable {
 }
 
 /// Accepts the connections waiting on the nonblocking listening socket `listener`, up
-/// to `limit`, handing each to `hand` as the ``Socket`` that owns it (nonblocking,
+/// to `limit`, handing each to `hand` as the `Socket` that owns it (nonblocking,
 /// close-on-exec) and the peer's address. A connection that was aborted before it was
 /// accepted (`ECONNABORTED`, `EPROTO`, or `EPERM` from a firewall) is skipped. Call on
 /// the listener's loop when its descriptor is readable.

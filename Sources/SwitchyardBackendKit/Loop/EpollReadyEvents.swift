@@ -1,8 +1,9 @@
 internal import CSwitchyardPosix
+import SwitchyardPosix
 
 /// The ready list of an epoll loop, Swift-typed: a buffer allocated once per loop that
-/// ``wait(on:timeoutMilliseconds:)`` fills, each entry the event bits (``Posix/Events``)
-/// and the data word given to ``Posix/epollControl(_:_:_:events:data:)``. A backend
+/// ``wait(on:timeoutMilliseconds:)`` fills, each entry the event bits (`EPOLLIN` and
+/// the rest) and the data word given to `epoll_ctl` for the descriptor. A backend
 /// writes its own loop around it without declaring the C `epoll_event`.
 ///
 /// ```swift

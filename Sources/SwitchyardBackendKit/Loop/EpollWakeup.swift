@@ -1,7 +1,9 @@
+import SwitchyardPosix
+
 /// Creates an epoll instance and an eventfd registered in it for input under the data
 /// word `wakeData`: what an epoll loop needs to be woken from other threads
-/// (``Posix/eventfdSignal(_:)``; when the ready list reports `wakeData`,
-/// ``Posix/eventfdDrain(_:)``). Both are close-on-exec and the eventfd nonblocking; on
+/// (`eventfd_write(wakeup, 1)`; when the ready list reports `wakeData`, `eventfd_read`
+/// takes the count). Both are close-on-exec and the eventfd nonblocking; on
 /// failure neither stays open. The caller closes both when the loop has stopped.
 public func epollCreateWithWakeup(wakeData: UInt64) throws(SyscallError) -> (epoll: CInt, wakeup: CInt) {
     let epoll = try Posix.epollCreate()

@@ -1,6 +1,7 @@
 import Glibc
 public import Switchyard
 import Synchronization
+import SwitchyardPosix
 
 /// An event loop with no I/O of its own: a thread that runs the work handed to it, in
 /// order, and the work that work defers to the end of its turn. For a backend whose

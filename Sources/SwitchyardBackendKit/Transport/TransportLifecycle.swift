@@ -1,5 +1,6 @@
 public import Switchyard
 import Synchronization
+import SwitchyardPosix
 
 /// Something a transport must end when it shuts down: a connection or a pending connect.
 public protocol TransportResource: AnyObject, Sendable {

@@ -1,8 +1,7 @@
+import SwitchyardPosix
 import Glibc
 import Switchyard
 import Synchronization
-
-@_silgen_name("setns") private func c_setns(_ fd: CInt, _ nstype: CInt) -> CInt
 
 /// Two network namespaces of the kit's own, a client's and a server's, joined by veth
 /// pairs, for the scenarios that need a real path (`shared/TESTING.md`). Two layouts:
@@ -348,34 +347,7 @@ final class FaultNetwork: Sendable {
     /// sockets it opens and threads it starts (a transport's loops, a netlink monitor's
     /// socket and thread) belong to that namespace.
     func run<T: Sendable>(in namespace: String, _ make: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let work = ThreadWork {
-                let fd = open("/var/run/netns/\(namespace)", O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else {
-                    continuation.resume(throwing: NetworkError(message: "cannot open the namespace \(namespace)"))
-                    return
-                }
-                let entered = c_setns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0
-                close(fd)
-                guard entered else {
-                    continuation.resume(throwing: NetworkError(message: "setns into \(namespace) failed"))
-                    return
-                }
-                continuation.resume(with: Result { try make() })
-            }
-            let box = Unmanaged.passRetained(work)
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, { raw in
-                Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().work()
-                return nil
-            }, box.toOpaque())
-            if status == 0 {
-                pthread_detach(thread)
-            } else {
-                box.release()
-                continuation.resume(throwing: NetworkError(message: "could not start a thread for \(namespace)"))
-            }
-        }
+        try await NetworkNamespace.run(in: namespace, make)
     }
 
     // MARK: running tools
@@ -413,8 +385,3 @@ final class FaultNetwork: Sendable {
     }
 }
 
-/// Work handed to a new thread.
-private final class ThreadWork: Sendable {
-    let work: @Sendable () -> Void
-    init(_ work: @escaping @Sendable () -> Void) { self.work = work }
-}

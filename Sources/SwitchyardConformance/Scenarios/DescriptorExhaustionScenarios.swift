@@ -2,6 +2,7 @@ import Glibc
 import Switchyard
 import SwitchyardBackendKit
 import Synchronization
+import SwitchyardPosix
 
 // Accept when the process is out of descriptors, as libuv's `emfile` test does it
 // (KitChecklist.md C6 for a listener: no busy loop; A10: accepting resumes).

@@ -1,5 +1,5 @@
 import Glibc
-import SwitchyardBackendKit
+import SwitchyardPosix
 
 /// Reads the kernel's tables: dumps of links, addresses and routes over a request socket
 /// of their own, so their replies never mix with the notifications.

@@ -5,7 +5,7 @@
 
 import CSwitchyardPosix
 import Glibc
-import SwitchyardBackendKit
+import SwitchyardPosix
 
 enum NetlinkSystem {
     // MARK: netlink sockets

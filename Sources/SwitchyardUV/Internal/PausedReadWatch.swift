@@ -1,6 +1,7 @@
 import CLibUV
 import Glibc
 import SwitchyardBackendKit
+import SwitchyardPosix
 
 /// How a libuv loop still hears a connection's errors while nobody reads it: a peer's
 /// reset, or the kernel giving up (`ETIMEDOUT`), with reads stopped and no write pending.

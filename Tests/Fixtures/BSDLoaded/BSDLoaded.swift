@@ -4,6 +4,7 @@
 // carries its own copy of Switchyard, the toolkit and bsd, as any backend library does.
 import SwitchyardBSD
 import SwitchyardBackendKit
+import SwitchyardBackendLoader
 
 // doc-block begin (the toolkit's article LoadingABackend.md shows this entry point; the loading tests load and run it)
 @_cdecl("switchyard_backend_entry")

@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "SwitchyardCalls", package: "switchyard"),
                 .product(name: "SwitchyardReachability", package: "switchyard"),
                 .product(name: "SwitchyardBackendKit", package: "switchyard"),
+                .product(name: "SwitchyardBackendLoader", package: "switchyard"),
                 .product(name: "SwitchyardBSD", package: "switchyard"),
                 .product(name: "SwitchyardMemory", package: "switchyard"),
                 .product(name: "SwitchyardUV", package: "switchyard"),

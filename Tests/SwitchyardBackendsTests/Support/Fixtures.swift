@@ -2,6 +2,7 @@ import Foundation
 import Subprocess
 import Switchyard
 import SwitchyardBackendKit
+import SwitchyardBackendLoader
 
 /// Where the loading tests find their libraries.
 enum Fixtures {

@@ -1,9 +1,8 @@
+import SwitchyardPosix
 import Foundation
 import Switchyard
 import SwitchyardBackends
 import Synchronization
-
-@_silgen_name("setns") private func c_setns(_ fd: CInt, _ nstype: CInt) -> CInt
 
 /// Two network namespaces joined by a veth pair, made for one reachability test and
 /// removed after it (shared/TESTING.md): the client's end at 10.215.1.1, the server's at
@@ -82,25 +81,8 @@ final class ReachabilityNetwork: Sendable {
     /// Makes a transport of `backend` on a thread that entered the client's namespace, so
     /// its loop threads, and every socket they open, live there.
     func makeTransport(_ backend: String) async throws -> any Transport {
-        let namespace = client
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Transport, any Error>) in
-            let thread = Thread {
-                let fd = open("/var/run/netns/\(namespace)", O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else {
-                    continuation.resume(throwing: NetworkFailure("cannot open the namespace \(namespace)"))
-                    return
-                }
-                let entered = c_setns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0
-                close(fd)
-                guard entered else {
-                    continuation.resume(throwing: NetworkFailure("setns into \(namespace) failed"))
-                    return
-                }
-                continuation.resume(with: Result {
-                    try Backends.makeTransport(named: backend, configuration: TransportConfiguration(eventLoopCount: 1))
-                })
-            }
-            thread.start()
+        try await NetworkNamespace.run(in: client) {
+            try Backends.makeTransport(named: backend, configuration: TransportConfiguration(eventLoopCount: 1))
         }
     }
 

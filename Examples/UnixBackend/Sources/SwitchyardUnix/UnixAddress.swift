@@ -11,7 +11,7 @@ import SwitchyardBackendKit
 ///   no file, gone with the last socket bound to it). `ss -x` shows them the same way.
 /// - An unnamed socket (a peer that never bound a name) is `Endpoint(unixPath: "")`.
 struct UnixAddress {
-    /// The address in the toolkit's form, for `Posix.bind`, `Posix.connect`.
+    /// The address in the toolkit's form, for `UnixSystem.bind`, `UnixSystem.connect`.
     let socketAddress: SystemSocketAddress
     /// The endpoint it came from or stands for.
     let endpoint: Endpoint

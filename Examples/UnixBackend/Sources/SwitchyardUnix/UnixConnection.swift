@@ -1,3 +1,4 @@
+import CUnixEpoll
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
@@ -107,12 +108,12 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
 
     func handleEvents(_ events: UInt32) {
         guard state.isOpen else { return }
-        let trouble = Posix.Events.error | Posix.Events.hangup
-        if events & (Posix.Events.output | trouble) != 0, !state.writes.isEmpty {
+        let trouble = UnixSystem.Events.error | UnixSystem.Events.hangup
+        if events & (UnixSystem.Events.output | trouble) != 0, !state.writes.isEmpty {
             flushWrites()
             guard state.isOpen else { return }
         }
-        if events & (Posix.Events.input | Posix.Events.readHangup | trouble) != 0, state.shouldRead {
+        if events & (UnixSystem.Events.input | UnixSystem.Events.readHangup | trouble) != 0, state.shouldRead {
             readAvailable()
         } else if events & trouble != 0, state.writes.isEmpty {
             // Not reading, nothing to write: a reset ends the connection now; a hang-up
@@ -134,8 +135,8 @@ final class UnixConnection: DescriptorStreamConnection, UnixWatcher, LoopBoundRe
     func updateInterest() {
         guard state.isOpen else { return }
         var wanted: UInt32 = 0
-        if state.shouldRead { wanted |= Posix.Events.input | Posix.Events.readHangup }
-        if !state.writes.isEmpty { wanted |= Posix.Events.output }
+        if state.shouldRead { wanted |= UnixSystem.Events.input | UnixSystem.Events.readHangup }
+        if !state.writes.isEmpty { wanted |= UnixSystem.Events.output }
         do {
             switch (watch, wanted) {
             case (nil, 0):

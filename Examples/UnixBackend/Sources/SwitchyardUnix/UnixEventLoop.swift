@@ -1,3 +1,4 @@
+import CUnixEpoll
 import Glibc
 import Switchyard
 import SwitchyardBackendKit
@@ -59,7 +60,7 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     var inEventLoop: Bool { threadID.load(ordering: .acquiring) == currentThreadID() }
 
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
-        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { try? Posix.eventfdSignal(wakeFD) })
+        tasks.submit(work, wakeNeeded: !inEventLoop, wakingWith: { UnixSystem.wake(wakeFD) })
     }
 
     func stopAndJoin() {
@@ -72,8 +73,8 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     }
 
     private func releaseResources() {
-        try? Posix.close(wakeFD)
-        try? Posix.close(epfd)
+        UnixSystem.close(wakeFD)
+        UnixSystem.close(epfd)
         readBuffer.deallocate()
         writeVectors.deallocate()
     }
@@ -84,21 +85,21 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
     func watch(_ fd: CInt, events: UInt32, by watcher: any UnixWatcher) throws(SyscallError) -> UInt64 {
         assertInLoop()
         nextWatch += 1
-        try Posix.epollControl(epfd, Posix.epollAdd, fd, events: events, data: nextWatch)
+        try UnixSystem.epollControl(epfd, EPOLL_CTL_ADD, fd, events: events, data: nextWatch)
         watchers[nextWatch] = watcher
         return nextWatch
     }
 
     /// Changes the events a watch waits for.
     func change(_ fd: CInt, watch: UInt64, events: UInt32) throws(SyscallError) {
-        try Posix.epollControl(epfd, Posix.epollModify, fd, events: events, data: watch)
+        try UnixSystem.epollControl(epfd, EPOLL_CTL_MOD, fd, events: events, data: watch)
     }
 
     /// Ends a watch. Call before closing `fd`.
     func unwatch(_ fd: CInt, watch: UInt64) {
         assertInLoop()
         watchers[watch] = nil
-        try? Posix.epollControl(epfd, Posix.epollDelete, fd, events: 0, data: 0)
+        try? UnixSystem.epollControl(epfd, EPOLL_CTL_DEL, fd, events: 0, data: 0)
     }
 
     // MARK: the loop
@@ -121,7 +122,7 @@ final class UnixEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked S
             for index in 0..<count {
                 let data = ready[index].data
                 if data == Self.wakeData {
-                    try? Posix.eventfdDrain(wakeFD)
+                    UnixSystem.drainWakeups(wakeFD)
                 } else if let watcher = watchers[data] {
                     watcher.handleEvents(ready[index].events)
                     deferred.run()

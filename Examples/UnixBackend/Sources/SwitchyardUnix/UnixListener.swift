@@ -44,7 +44,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
     /// Starts watching for connects. Call on the loop.
     func start() throws(TransportError) {
         do {
-            watch = try loop.watch(fd, events: Posix.Events.input, by: self)
+            watch = try loop.watch(fd, events: UnixSystem.Events.input, by: self)
         } catch {
             throw ErrnoTable.error(error, while: "watching the listener on \(localAddress)")
         }
@@ -53,7 +53,7 @@ final class UnixListener: Listener, UnixWatcher, @unchecked Sendable {
     func close() {
         guard !closing.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // Linux refuses connects to a Unix-domain listener whose read side is shut down.
-        try? Posix.shutdown(fd, how: Posix.shutdownRead)
+        try? UnixSystem.shutdownRead(fd)
         if let file, (try? UnixSystem.fileIdentity(at: file.path)) == file.identity {
             try? UnixSystem.unlink(file.path)
         }

@@ -54,7 +54,7 @@ public final class UnixTransport: LifecycleTransport {
     ///   thread cannot be made.
     public init(configuration: TransportConfiguration = TransportConfiguration()) throws(TransportError) {
         try configuration.validate()
-        let count = configuration.eventLoopCount ?? Posix.onlineCores()
+        let count = configuration.eventLoopCount ?? UnixSystem.onlineCores()
         group = try TransportEventLoopGroup(count: count) { index throws(TransportError) in
             try UnixEventLoop(name: "sy-unix-\(index)")
         }
@@ -94,7 +94,7 @@ public final class UnixTransport: LifecycleTransport {
         let local: Endpoint
         do {
             try await connect(socket.descriptor, to: address, timeout: options.timeout)
-            local = try Posix.localAddress(socket.descriptor).endpoint
+            local = try UnixSystem.localAddress(socket.descriptor).endpoint
         } catch {
             socket.close()
             if let failure = error as? SyscallError {
@@ -133,7 +133,7 @@ public final class UnixTransport: LifecycleTransport {
             }
             try lifecycle.ensureAccepting()
             do {
-                if case .done = try Posix.connect(fd, address.socketAddress) { return }
+                if try UnixSystem.connect(fd, address.socketAddress) { return }
             } catch {
                 throw UnixErrors.connect(error, to: address.endpoint)
             }
@@ -152,7 +152,7 @@ public final class UnixTransport: LifecycleTransport {
     private static func openSocket(for endpoint: Endpoint, connecting: Bool) throws(TransportError) -> Socket {
         let socket: Socket
         do {
-            socket = Socket(takingOwnershipOf: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
+            socket = Socket(takingOwnershipOf: try UnixSystem.socket())
         } catch {
             throw ErrnoTable.error(error, while: "opening a socket for \(endpoint)")
         }
@@ -176,7 +176,7 @@ public final class UnixTransport: LifecycleTransport {
         var file: FileIdentity?
         do throws(SyscallError) {
             try Self.bind(socket.descriptor, to: address)
-            try Posix.listen(socket.descriptor, backlog: CInt(clamping: options.backlog))
+            try UnixSystem.listen(socket.descriptor, backlog: CInt(clamping: options.backlog))
             if let path = address.filePath { file = try UnixSystem.fileIdentity(at: path) }
         } catch {
             socket.close()
@@ -208,24 +208,24 @@ public final class UnixTransport: LifecycleTransport {
     /// the bind's `EADDRINUSE` is thrown.
     private static func bind(_ fd: CInt, to address: UnixAddress) throws(SyscallError) {
         do throws(SyscallError) {
-            try Posix.bind(fd, address.socketAddress)
+            try UnixSystem.bind(fd, address.socketAddress)
             return
         } catch {
             guard error.errno == EADDRINUSE, let path = address.filePath, try isStaleSocket(at: path, address: address) else { throw error }
             try UnixSystem.unlink(path)
         }
-        try Posix.bind(fd, address.socketAddress)
+        try UnixSystem.bind(fd, address.socketAddress)
     }
 
     /// Whether `path` holds a socket file that no listener is behind.
     private static func isStaleSocket(at path: String, address: UnixAddress) throws(SyscallError) -> Bool {
         guard let identity = try UnixSystem.fileIdentity(at: path) else { return true }
         guard identity.isSocket else { return false }
-        let probe = Socket(takingOwnershipOf: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
+        let probe = Socket(takingOwnershipOf: try UnixSystem.socket())
         let refused: Bool
         do throws(SyscallError) {
             // Connected, or EAGAIN (a full backlog): someone listens.
-            _ = try Posix.connect(probe.descriptor, address.socketAddress)
+            _ = try UnixSystem.connect(probe.descriptor, address.socketAddress)
             refused = false
         } catch {
             refused = error.errno == ECONNREFUSED || error.errno == ENOENT

@@ -2,7 +2,7 @@
 // SwitchyardUnixBackend (libSwitchyardUnixBackend.so). A Switchyard program loads it with
 // `--backend-library PATH` (the stock echo-server and echo-client), or finds it in a
 // folder of SWITCHYARD_BACKEND_PATH, and then picks `unix` by name.
-import SwitchyardBackendKit
+import SwitchyardBackendLoader
 import SwitchyardUnix
 
 // doc-block begin (the guide to writing a backend shows this: SwitchyardConformance.docc)

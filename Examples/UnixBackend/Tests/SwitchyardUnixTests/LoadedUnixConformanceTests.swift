@@ -1,6 +1,6 @@
 import Glibc
 import Switchyard
-import SwitchyardBackendKit
+import SwitchyardBackendLoader
 import SwitchyardConformance
 import Testing
 

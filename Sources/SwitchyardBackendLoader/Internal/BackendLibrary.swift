@@ -1,6 +1,7 @@
 import CSwitchyardBackendABI
 import Glibc
 import Switchyard
+import SwitchyardBackendKit
 
 /// A backend library's table, checked: the host side of a loaded backend.
 ///

@@ -1,5 +1,6 @@
 import CSwitchyardBackendABI
 import Switchyard
+import SwitchyardBackendKit
 
 /// A listener of a loaded backend. From the moment it is made it takes every connection
 /// the library's listener accepts (`listener_accept`, on that connection's loop) into its

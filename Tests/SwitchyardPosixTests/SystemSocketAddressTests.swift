@@ -1,6 +1,6 @@
 import Glibc
 import Switchyard
-import SwitchyardBackendKit
+import SwitchyardPosix
 import Testing
 
 @Suite("Socket addresses")

@@ -1,6 +1,7 @@
 import CSwitchyardBackendABI
 import Switchyard
 import Synchronization
+import SwitchyardBackendKit
 
 /// A connect or listen through a library's table, awaited by the calling task and
 /// cancelled with it: the task's cancellation reaches the library's `operation_cancel`,

@@ -1,5 +1,6 @@
 import CSwitchyardBackendABI
 import Switchyard
+import SwitchyardBackendKit
 
 /// The host's face of one of a loaded backend's event loops: one object per library
 /// loop per transport (``LoadedTransportCore/loop(_:)``), so every connection on a loop

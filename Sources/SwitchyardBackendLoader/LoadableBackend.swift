@@ -1,6 +1,7 @@
 import CSwitchyardBackendABI
 import Glibc
 public import Switchyard
+import SwitchyardBackendKit
 
 /// Backends in shared libraries loaded at run time, through one versioned C entry point.
 ///

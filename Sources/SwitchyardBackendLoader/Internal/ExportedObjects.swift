@@ -2,6 +2,7 @@ import CSwitchyardBackendABI
 import Glibc
 import Switchyard
 import Synchronization
+import SwitchyardBackendKit
 
 // The library side of a loaded backend: the objects behind the handles it gives the host,
 // and the host's callbacks wrapped as the Swift closures and handlers its backend calls.

@@ -24,10 +24,10 @@ public struct SystemSocketAddress: Sendable, CustomStringConvertible {
     /// The address of an endpoint whose host is an IP literal; nil for a host name.
     /// - Throws: `invalidArgument`/`invalid address` for an IPv6 zone that names no
     ///   interface, a port outside 0...65535 (`Endpoint.port` is a `var`: a program may
-    ///   have set it so), and a path endpoint (see ``NameResolution/checkHostAndPort(_:)``).
+    ///   have set it so), and a path endpoint (the toolkit's `NameResolution.checkHostAndPort(_:)`).
     public init?(literal endpoint: Endpoint) throws(TransportError) {
-        if endpoint.path != nil { try NameResolution.checkHostAndPort(endpoint) }
-        try NameResolution.checkPort(endpoint)
+        if endpoint.path != nil { try endpoint.checkHostAndPort() }
+        try endpoint.checkPort()
         var storage = sockaddr_storage()
         if let v4 = IPAddress.parseIPv4(endpoint.host) {
             var address = sockaddr_in()

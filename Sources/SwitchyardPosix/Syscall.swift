@@ -20,23 +20,23 @@ public struct SyscallError: Error, Sendable, CustomStringConvertible {
 
 /// The part of the kernel's `tcp_info` the stall detection reads. The ages are in
 /// milliseconds before the moment it was read.
-public struct TCPInfo: Sendable, Hashable {
+@usableFromInline package struct TCPInfo: Sendable, Hashable {
     /// Segments sent and not yet acknowledged (`tcpi_unacked`).
-    public var unackedSegments: UInt32
+    @usableFromInline package var unackedSegments: UInt32
     /// Bytes in the send buffer not yet sent (`tcpi_notsent_bytes`).
-    public var notSentBytes: UInt32
+    @usableFromInline package var notSentBytes: UInt32
     /// Since new data was last sent (`tcpi_last_data_sent`).
-    public var millisecondsSinceDataSent: UInt32
+    @usableFromInline package var millisecondsSinceDataSent: UInt32
     /// Since data last arrived (`tcpi_last_data_recv`).
-    public var millisecondsSinceDataReceived: UInt32
+    @usableFromInline package var millisecondsSinceDataReceived: UInt32
     /// Since an acknowledgement last arrived (`tcpi_last_ack_recv`; window probes' and
     /// keepalive's answers count).
-    public var millisecondsSinceAckReceived: UInt32
+    @usableFromInline package var millisecondsSinceAckReceived: UInt32
     /// The peer's receive window in bytes (`tcpi_snd_wnd`), or nil where the kernel does
     /// not report it (before Linux 5.4).
-    public var peerWindow: UInt32?
+    @usableFromInline package var peerWindow: UInt32?
 
-    public init(
+    @usableFromInline package init(
         unackedSegments: UInt32, notSentBytes: UInt32, millisecondsSinceDataSent: UInt32,
         millisecondsSinceDataReceived: UInt32, millisecondsSinceAckReceived: UInt32, peerWindow: UInt32?
     ) {
@@ -69,13 +69,13 @@ public struct FileStatus: Sendable, Hashable {
 }
 
 /// The outcome of a nonblocking call: done with a value, or it would have blocked.
-public enum IOResult<Value> {
+@usableFromInline package enum IOResult<Value> {
     case done(Value)
     case wouldBlock
 }
 
 /// What an EINTR means to a call.
-public enum InterruptPolicy {
+@usableFromInline package enum InterruptPolicy {
     /// Call again (almost every call).
     case retry
     /// Report it as `.wouldBlock` and let the caller decide: `close` (on Linux the
@@ -89,7 +89,7 @@ public enum InterruptPolicy {
 /// EINTR is retried (or returned as would-block, per `onInterrupt`); EAGAIN/EWOULDBLOCK,
 /// and EINPROGRESS from `connect`, come back as `.wouldBlock`; any other errno is thrown.
 @inline(__always)
-public func syscall<T: FixedWidthInteger>(
+@usableFromInline package func syscall<T: FixedWidthInteger>(
     _ call: StaticString, onInterrupt: InterruptPolicy = .retry, _ body: () -> T
 ) throws(SyscallError) -> IOResult<T> {
     while true {
@@ -108,7 +108,7 @@ public func syscall<T: FixedWidthInteger>(
 
 /// Like `syscall`, for calls that never legitimately block.
 @inline(__always)
-public func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ body: () -> T) throws(SyscallError) -> T {
+@usableFromInline package func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ body: () -> T) throws(SyscallError) -> T {
     switch try syscall(call, body) {
     case .done(let value): return value
     case .wouldBlock: throw SyscallError(call: call, errno: EAGAIN)
@@ -116,31 +116,31 @@ public func syscallNonBlocking<T: FixedWidthInteger>(_ call: StaticString, _ bod
 }
 
 /// The system calls, one thin wrapper each.
-public enum Posix {
+@usableFromInline package enum Posix {
     /// epoll event bits, as `UInt32`.
-    public enum Events {
-        public static let input = EPOLLIN.rawValue
-        public static let output = EPOLLOUT.rawValue
-        public static let error = EPOLLERR.rawValue
-        public static let hangup = EPOLLHUP.rawValue
-        public static let readHangup = EPOLLRDHUP.rawValue
+    @usableFromInline package enum Events {
+        @usableFromInline package static let input = EPOLLIN.rawValue
+        @usableFromInline package static let output = EPOLLOUT.rawValue
+        @usableFromInline package static let error = EPOLLERR.rawValue
+        @usableFromInline package static let hangup = EPOLLHUP.rawValue
+        @usableFromInline package static let readHangup = EPOLLRDHUP.rawValue
         /// A flag, not an event: the registration reports once, then waits for a `MOD`.
-        public static let oneShot = EPOLLONESHOT.rawValue
+        @usableFromInline package static let oneShot = EPOLLONESHOT.rawValue
     }
 
     // MARK: sockets
 
-    public static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
+    @usableFromInline package static func socket(family: CInt, type: CInt) throws(SyscallError) -> CInt {
         try syscallNonBlocking("socket") { Glibc.socket(family, type | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
     }
 
-    public static func setOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, value: T) throws(SyscallError) {
+    @usableFromInline package static func setOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, value: T) throws(SyscallError) {
         _ = try syscallNonBlocking("setsockopt") {
             withUnsafeBytes(of: value) { Glibc.setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
         }
     }
 
-    public static func getOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, as: T.Type, initial: T) throws(SyscallError) -> T {
+    @usableFromInline package static func getOption<T: BitwiseCopyable>(_ fd: CInt, level: CInt, name: CInt, as: T.Type, initial: T) throws(SyscallError) -> T {
         var value = initial
         var length = socklen_t(MemoryLayout<T>.size)
         _ = try syscallNonBlocking("getsockopt") {
@@ -149,16 +149,16 @@ public enum Posix {
         return value
     }
 
-    public static func bind(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) {
+    @usableFromInline package static func bind(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) {
         _ = try syscallNonBlocking("bind") { address.withSockaddr { Glibc.bind(fd, $0, $1) } }
     }
 
-    public static func listen(_ fd: CInt, backlog: CInt) throws(SyscallError) {
+    @usableFromInline package static func listen(_ fd: CInt, backlog: CInt) throws(SyscallError) {
         _ = try syscallNonBlocking("listen") { Glibc.listen(fd, backlog) }
     }
 
     /// Accepts one connection, nonblocking and close-on-exec; `.wouldBlock` when none waits.
-    public static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SystemSocketAddress)> {
+    @usableFromInline package static func accept(_ fd: CInt) throws(SyscallError) -> IOResult<(CInt, SystemSocketAddress)> {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try syscall("accept4") {
@@ -176,7 +176,7 @@ public enum Posix {
 
     /// Starts a nonblocking connect: `.done` when it connected at once, `.wouldBlock`
     /// while in progress (wait for writability, then `socketError`).
-    public static func connect(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) -> IOResult<Void> {
+    @usableFromInline package static func connect(_ fd: CInt, _ address: SystemSocketAddress) throws(SyscallError) -> IOResult<Void> {
         switch try syscall("connect", { address.withSockaddr { Glibc.connect(fd, $0, $1) } }) {
         case .done: return .done(())
         case .wouldBlock: return .wouldBlock
@@ -184,13 +184,13 @@ public enum Posix {
     }
 
     /// The pending error of a socket (SO_ERROR), 0 if none.
-    public static func socketError(_ fd: CInt) throws(SyscallError) -> CInt {
+    @usableFromInline package static func socketError(_ fd: CInt) throws(SyscallError) -> CInt {
         try getOption(fd, level: SOL_SOCKET, name: SO_ERROR, as: CInt.self, initial: 0)
     }
 
     /// Receives what is there, never blocking (`MSG_DONTWAIT`, also on a descriptor that
     /// was reclaimed and replaced by a blocking one: see ``SocketIdentity``).
-    public static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+    @usableFromInline package static func receive(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
         try syscall("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) }
     }
 
@@ -201,37 +201,37 @@ public enum Posix {
     static let sendFlags = CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT)
 
     /// Sends without ever raising SIGPIPE or blocking (`sendFlags`).
-    public static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
+    @usableFromInline package static func send(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(SyscallError) -> IOResult<Int> {
         try syscall("send") { Glibc.send(fd, buffer.baseAddress, buffer.count, sendFlags) }
     }
 
     /// Gathers `count` iovecs into one send, without ever raising SIGPIPE or blocking
     /// (`sendFlags`; `sendmsg` rather than `writev`, which takes no flags).
-    public static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
+    @usableFromInline package static func sendGathered(_ fd: CInt, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) throws(SyscallError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = iovecs
         message.msg_iovlen = count
         return try syscall("sendmsg") { Glibc.sendmsg(fd, &message, sendFlags) }
     }
 
-    public static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
+    @usableFromInline package static func shutdown(_ fd: CInt, how: CInt) throws(SyscallError) {
         _ = try syscallNonBlocking("shutdown") { Glibc.shutdown(fd, how) }
     }
 
     /// Closes a descriptor. Never retried (see ``InterruptPolicy/wouldBlock``).
-    public static func close(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func close(_ fd: CInt) throws(SyscallError) {
         _ = try syscall("close", onInterrupt: .wouldBlock) { Glibc.close(fd) }
     }
 
     /// `fstat`: what `fd` refers to now (its device, inode and file type). See
     /// ``SocketIdentity``.
-    public static func fileStatus(_ fd: CInt) throws(SyscallError) -> FileStatus {
+    @usableFromInline package static func fileStatus(_ fd: CInt) throws(SyscallError) -> FileStatus {
         var status = stat()
         _ = try syscallNonBlocking("fstat") { Glibc.fstat(fd, &status) }
         return FileStatus(device: UInt64(status.st_dev), inode: UInt64(status.st_ino), mode: UInt32(status.st_mode))
     }
 
-    public static func localAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
+    @usableFromInline package static func localAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getsockname") {
@@ -240,7 +240,7 @@ public enum Posix {
         return SystemSocketAddress(storage: storage, length: length)
     }
 
-    public static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
+    @usableFromInline package static func remoteAddress(_ fd: CInt) throws(SyscallError) -> SystemSocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try syscallNonBlocking("getpeername") {
@@ -250,23 +250,23 @@ public enum Posix {
     }
 
     /// Disables Nagle's algorithm, so small writes leave at once (request/response).
-    public static func setNoDelay(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func setNoDelay(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_NODELAY, value: CInt(1))
     }
 
     /// Lets a listener rebind a port whose old connections are in TIME_WAIT.
-    public static func setReuseAddress(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func setReuseAddress(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: CInt(1))
     }
 
     /// Makes the next close send a TCP reset instead of a FIN.
-    public static func setLingerZero(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func setLingerZero(_ fd: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_LINGER, value: linger(l_onoff: 1, l_linger: 0))
     }
 
     /// Turns kernel keepalive on: the first probe after `idle` seconds without traffic,
     /// then one every `interval` seconds, `count` of them.
-    public static func setKeepalive(_ fd: CInt, idle: CInt, interval: CInt, count: CInt) throws(SyscallError) {
+    @usableFromInline package static func setKeepalive(_ fd: CInt, idle: CInt, interval: CInt, count: CInt) throws(SyscallError) {
         try setOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, value: CInt(1))
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPIDLE, value: idle)
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_KEEPINTVL, value: interval)
@@ -276,12 +276,12 @@ public enum Posix {
     /// TCP_USER_TIMEOUT: how long sent data (or, once probes are out, keepalive) may go
     /// unacknowledged before the kernel fails the connection (ETIMEDOUT, or the last soft
     /// error such as EHOSTUNREACH).
-    public static func setUserTimeout(_ fd: CInt, milliseconds: UInt32) throws(SyscallError) {
+    @usableFromInline package static func setUserTimeout(_ fd: CInt, milliseconds: UInt32) throws(SyscallError) {
         try setOption(fd, level: CInt(IPPROTO_TCP), name: TCP_USER_TIMEOUT, value: milliseconds)
     }
 
     /// What the kernel knows about a TCP connection's progress (getsockopt TCP_INFO).
-    public static func tcpInfo(_ fd: CInt) throws(SyscallError) -> TCPInfo {
+    @usableFromInline package static func tcpInfo(_ fd: CInt) throws(SyscallError) -> TCPInfo {
         var raw = csy_tcp_info()
         var length = socklen_t(MemoryLayout<csy_tcp_info>.size)
         _ = try syscallNonBlocking("getsockopt") {
@@ -297,24 +297,24 @@ public enum Posix {
             peerWindow: Int(length) >= windowEnd ? raw.tcpi_snd_wnd : nil)
     }
 
-    public static let shutdownWrite = CInt(SHUT_WR)
-    public static let shutdownRead = CInt(SHUT_RD)
-    public static let streamSocket = CInt(SOCK_STREAM.rawValue)
+    @usableFromInline package static let shutdownWrite = CInt(SHUT_WR)
+    @usableFromInline package static let shutdownRead = CInt(SHUT_RD)
+    @usableFromInline package static let streamSocket = CInt(SOCK_STREAM.rawValue)
 
     // MARK: epoll and eventfd
 
-    public static func epollCreate() throws(SyscallError) -> CInt {
+    @usableFromInline package static func epollCreate() throws(SyscallError) -> CInt {
         try syscallNonBlocking("epoll_create1") { epoll_create1(CInt(EPOLL_CLOEXEC)) }
     }
 
     /// `epoll_ctl`'s operations, for ``epollControl(_:_:_:events:data:)``.
-    public static let epollAdd = CInt(EPOLL_CTL_ADD)
-    public static let epollModify = CInt(EPOLL_CTL_MOD)
-    public static let epollDelete = CInt(EPOLL_CTL_DEL)
+    @usableFromInline package static let epollAdd = CInt(EPOLL_CTL_ADD)
+    @usableFromInline package static let epollModify = CInt(EPOLL_CTL_MOD)
+    @usableFromInline package static let epollDelete = CInt(EPOLL_CTL_DEL)
 
     /// `epoll_ctl`: `op` (``epollAdd``, ``epollModify``, ``epollDelete``) `fd` with the
     /// event bits (``Events``) and the data word that ``EpollReadyEvents`` hands back.
-    public static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
+    @usableFromInline package static func epollControl(_ epfd: CInt, _ op: CInt, _ fd: CInt, events: UInt32, data: UInt64) throws(SyscallError) {
         var event = epoll_event()
         event.events = events
         event.data.u64 = data
@@ -323,36 +323,36 @@ public enum Posix {
 
     /// Waits for events; an interrupted wait returns 0 events instead of retrying, so the
     /// caller recomputes its timeout.
-    public static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
+    @usableFromInline package static func epollWait(_ epfd: CInt, _ events: UnsafeMutablePointer<epoll_event>, capacity: CInt, timeoutMilliseconds: CInt) throws(SyscallError) -> Int {
         switch try syscall("epoll_wait", onInterrupt: .wouldBlock, { epoll_wait(epfd, events, capacity, timeoutMilliseconds) }) {
         case .done(let n): return Int(n)
         case .wouldBlock: return 0
         }
     }
 
-    public static func eventfdCreate() throws(SyscallError) -> CInt {
+    @usableFromInline package static func eventfdCreate() throws(SyscallError) -> CInt {
         try syscallNonBlocking("eventfd") { eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK)) }
     }
 
-    public static func eventfdSignal(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func eventfdSignal(_ fd: CInt) throws(SyscallError) {
         _ = try syscall("eventfd_write") { eventfd_write(fd, 1) }
     }
 
-    public static func eventfdDrain(_ fd: CInt) throws(SyscallError) {
+    @usableFromInline package static func eventfdDrain(_ fd: CInt) throws(SyscallError) {
         var value: eventfd_t = 0
         _ = try syscall("eventfd_read") { eventfd_read(fd, &value) }
     }
 
     // MARK: threads and the process
 
-    public static func onlineCores() -> Int {
+    @usableFromInline package static func onlineCores() -> Int {
         max(1, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
     }
 
     // MARK: name resolution (getaddrinfo reports through its return value, not errno)
 
     /// Resolves `host` for TCP with `getaddrinfo`. Blocking: call it off the event loops.
-    public static func resolve(host: String, port: Int) -> Result<[SystemSocketAddress], TransportError> {
+    @usableFromInline package static func resolve(host: String, port: Int) -> Result<[SystemSocketAddress], TransportError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = CInt(SOCK_STREAM.rawValue)

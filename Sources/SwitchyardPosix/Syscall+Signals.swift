@@ -68,7 +68,7 @@ extension Posix {
 
     /// Stops the whole process (`SIGSTOP` to itself, which cannot be caught) until a
     /// `SIGCONT`; returns once continued.
-    static func stopProcess() {
+    package static func stopProcess() {
         _ = try? syscallNonBlocking("kill") { kill(getpid(), SIGSTOP) }
     }
 }

@@ -1,5 +1,6 @@
 import CSwitchyardBackendABI
 import Switchyard
+import SwitchyardBackendKit
 
 // The values that cross the C boundary of a loaded backend (switchyard_backend.h), each
 // mapped both ways in one place. Both sides of the boundary run this code: the library

@@ -1,4 +1,5 @@
 import Synchronization
+import SwitchyardBackendKit
 
 /// Contexts for the callbacks a backend library must call exactly once (a write's or an
 /// output shutdown's `done`, a connect's or a listen's `done`, a shutdown's `done`, a

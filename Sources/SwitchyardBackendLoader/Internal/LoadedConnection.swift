@@ -1,5 +1,6 @@
 import CSwitchyardBackendABI
 import Switchyard
+import SwitchyardBackendKit
 
 /// A connection of a loaded backend: every method goes through the library's table to
 /// the library's own connection, which keeps the ``Connection`` contract (threading, call

@@ -2,6 +2,7 @@ import CSwitchyardBackendABI
 import Glibc
 import Switchyard
 import Synchronization
+import SwitchyardBackendKit
 
 /// A ``TransportBackend`` behind a `sy_backend` table: what a backend library's entry
 /// point returns. The table and its strings live as long as the process (a library is

@@ -1,6 +1,6 @@
 import Glibc
 import Switchyard
-@testable import SwitchyardBackendKit
+@testable import SwitchyardPosix
 import Testing
 
 /// The errno table in docs/ERRORS.md is the one in the code, row for row.

@@ -1,5 +1,5 @@
 import Glibc
-public import Switchyard
+package import Switchyard
 import Synchronization
 
 /// Signals delivered to Swift code, safely: the process's one signal pipe.
@@ -21,13 +21,13 @@ import Synchronization
 ///   `sigaction` for them replaces its handler. (The tools observe `SIGTSTP` and
 ///   `SIGCONT` here, through ``LifecycleSignals``; `SIGTERM` and `SIGINT` belong to their
 ///   swift-service-lifecycle `ServiceGroup`, which traps them through dispatch sources.)
-public enum ProcessSignals {
+package enum ProcessSignals {
     /// Calls `observer` with each of `signals` that arrives, until the observation is
     /// cancelled.
     /// - Throws: when the pipe or a handler cannot be made, the errno's `TransportError`
     ///   (`docs/ERRORS.md`; `SIGKILL` and `SIGSTOP` cannot be caught: `EINVAL`); when the
     ///   thread cannot start, `resourceExhausted`/`resource limit`.
-    public static func observe(
+    package static func observe(
         _ signals: [CInt], _ observer: @escaping @Sendable (CInt) -> Void
     ) throws(TransportError) -> SignalObservation {
         let id = try registry.withLock { state throws(TransportError) -> UInt64 in
@@ -61,7 +61,7 @@ public enum ProcessSignals {
 
     /// The arriving `signals` as an async sequence (unbounded: signals are few). The
     /// observation ends when the sequence's iteration ends.
-    public static func stream(_ signals: [CInt]) throws(TransportError) -> AsyncStream<CInt> {
+    package static func stream(_ signals: [CInt]) throws(TransportError) -> AsyncStream<CInt> {
         let (stream, continuation) = AsyncStream<CInt>.makeStream()
         let observation = try observe(signals) { continuation.yield($0) }
         continuation.onTermination = { _ in observation.cancel() }
@@ -118,11 +118,11 @@ public enum ProcessSignals {
 
 /// An observation of signals; cancel it to stop the calls (and, for the last observer of
 /// a signal, to put its previous action back).
-public final class SignalObservation: Sendable {
+package final class SignalObservation: Sendable {
     private let onCancel: Mutex<(@Sendable () -> Void)?>
     init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
     /// Stops the calls. Idempotent.
-    public func cancel() {
+    package func cancel() {
         let action = onCancel.withLock { action in
             defer { action = nil }
             return action

@@ -1,6 +1,7 @@
 import CSwitchyardBackendABI
 import Switchyard
 import Synchronization
+import SwitchyardBackendKit
 
 /// What a loaded transport's connections and listeners share: the library, the library's
 /// transport handle, one host loop per library loop, and the listeners whose sequences

@@ -3,13 +3,8 @@
 /// `~Copyable`, so a descriptor has exactly one owner; ``close()`` consumes the owner, so
 /// it cannot be closed twice or used after close. Dropping an owner without closing it
 /// is a bug: debug builds stop there (a leaked descriptor is caught where it leaks),
-/// release builds close the descriptor.
-///
-/// ```swift
-/// let socket = Socket(takingOwnershipOf: try Posix.socket(family: AF_UNIX, type: Posix.streamSocket))
-/// try Posix.bind(socket.descriptor, address)
-/// socket.close()
-/// ```
+/// release builds close the descriptor. Take ownership as soon as the system call that
+/// made the descriptor returns, and reach the number only through ``descriptor``.
 public struct Socket: ~Copyable {
     /// The descriptor; valid until ``close()``. Do not close it another way.
     public let descriptor: CInt
