@@ -383,9 +383,17 @@ let package = Package(
             path: "Examples/TransferClient",
             swiftSettings: strict
         ),
+        // What several test targets share: an event log, the check of a TransportError's
+        // code, reason and words, a forwarding connection for decorators.
+        .target(
+            name: "SwitchyardTestSupport",
+            dependencies: ["Switchyard"],
+            path: "Tests/SwitchyardTestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SwitchyardTests",
-            dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard"],
+            dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTestSupport"],
             swiftSettings: strict
         ),
         // A new user's program that bootstraps swift-log and swift-metrics, makes a
@@ -451,12 +459,13 @@ let package = Package(
                 "Switchyard", "SwitchyardMemory", "SwitchyardServiceLifecycle",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                "SwitchyardTestSupport",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SwitchyardCallsTests",
-            dependencies: ["Switchyard", "SwitchyardCalls", "SwitchyardMemory"],
+            dependencies: ["Switchyard", "SwitchyardCalls", "SwitchyardMemory", "SwitchyardTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -484,6 +493,7 @@ let package = Package(
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardConformance", "SwitchyardConformanceTLS", "SwitchyardBackends",
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 "SwitchyardBackendLoader",
+                "SwitchyardTestSupport",
             ],
             swiftSettings: strict
         ),

@@ -1,6 +1,7 @@
 import Switchyard
 import SwitchyardCalls
 import SwitchyardMemory
+import SwitchyardTestSupport
 import Synchronization
 import Testing
 
@@ -58,7 +59,7 @@ private final class HeldHalfCloseTransport: Transport {
 }
 
 /// Forwards everything to its base, except that a half-close's completion waits for the close.
-private final class HeldHalfCloseConnection: Connection {
+private final class HeldHalfCloseConnection: ForwardingConnection {
     let base: any Connection
     let didHold: @Sendable () -> Void
     private let pending = Mutex<[WriteCompletion]>([])
@@ -66,20 +67,6 @@ private final class HeldHalfCloseConnection: Connection {
     init(_ base: any Connection, didHold: @escaping @Sendable () -> Void) {
         self.base = base
         self.didHold = didHold
-    }
-
-    var backendName: String { base.backendName }
-    var eventLoop: any TransportEventLoop { base.eventLoop }
-    var localAddress: Endpoint { base.localAddress }
-    var remoteAddress: Endpoint { base.remoteAddress }
-    var pendingWriteBytes: Int { base.pendingWriteBytes }
-
-    func setHandler(_ handler: any ConnectionHandler) { base.setHandler(handler) }
-    func startReading() { base.startReading() }
-    func stopReading() { base.stopReading() }
-    func write(_ bytes: [UInt8], completion: WriteCompletion?) { base.write(bytes, completion: completion) }
-    func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
-        base.write(borrowing: bytes, completion: completion)
     }
 
     func shutdownOutput(completion: WriteCompletion?) {

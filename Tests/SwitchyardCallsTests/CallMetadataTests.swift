@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardCalls
+import SwitchyardTestSupport
 import Testing
 
 /// ``CallMetadata``'s rules: keys lower-cased and checked, values fit their key, order and
@@ -11,16 +12,7 @@ struct MetadataTests {
     func expectInvalid(
         _ words: [String], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws(TransportError) -> Void
     ) {
-        do {
-            try body()
-            Issue.record("expected an error mentioning \(words)", sourceLocation: sourceLocation)
-        } catch {
-            #expect(error.code == .invalidArgument, "\(error)", sourceLocation: sourceLocation)
-            #expect(error.reason == .invalidMetadata, "\(error)", sourceLocation: sourceLocation)
-            for word in words {
-                #expect(error.message.contains(word), "'\(error.message)' should mention '\(word)'", sourceLocation: sourceLocation)
-            }
-        }
+        expectTransportError(.invalidArgument, .invalidMetadata, mentioning: words, sourceLocation: sourceLocation, body)
     }
 
     @Test("Keys are lower-cased; repeated keys keep every value in order; lookups ignore case")

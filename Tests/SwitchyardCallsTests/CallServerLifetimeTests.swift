@@ -1,6 +1,7 @@
 import Switchyard
 import SwitchyardCalls
 import SwitchyardMemory
+import SwitchyardTestSupport
 import Synchronization
 import Testing
 
@@ -14,7 +15,7 @@ struct CallServerLifetimeTests {
     func closeNowCancelsTasks() async throws {
         let client = try MemoryTransport(configuration: .init(eventLoopCount: 1))
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
-        let events = Events()
+        let events = EventLog()
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
             events.add("started")
             do {
@@ -52,7 +53,7 @@ struct CallServerLifetimeTests {
     func closeLetsOpenCallsFinish() async throws {
         let client = try MemoryTransport(configuration: .init(eventLoopCount: 1))
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
-        let events = Events()
+        let events = EventLog()
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
             for try await message in call.messages { try await call.write(message) }
             events.add("handler returned")
@@ -94,17 +95,3 @@ struct CallServerLifetimeTests {
     }
 }
 
-/// What happened, in order, from any task.
-final class Events: Sendable {
-    private let list = Mutex<[String]>([])
-    func add(_ event: String) { list.withLock { $0.append(event) } }
-    var all: [String] { list.withLock { $0 } }
-    /// Waits (polling) until `event` happened; throws after 10 s.
-    func wait(for event: String) async throws {
-        let until = ContinuousClock.now + .seconds(10)
-        while !all.contains(event) {
-            guard ContinuousClock.now < until else { throw TransportError(code: .deadlineExceeded, reason: .init("test"), message: "no '\(event)' in \(all)") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-}

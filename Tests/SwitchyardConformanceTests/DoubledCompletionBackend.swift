@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardBackends
+import SwitchyardTestSupport
 
 /// A backend that breaks the contract on purpose: the memory backend, except that every
 /// write completion on a client connection runs twice. The kit must report it FAILED
@@ -47,7 +48,7 @@ final class DoubledCompletionTransport: Transport {
 }
 
 /// A connection that forwards everything to its base, and runs each write's completion twice.
-final class DoubledCompletionConnection: Connection {
+final class DoubledCompletionConnection: ForwardingConnection {
     let base: any Connection
 
     init(_ base: any Connection) {
@@ -55,14 +56,6 @@ final class DoubledCompletionConnection: Connection {
     }
 
     var backendName: String { DoubledCompletionBackend.name }
-    var eventLoop: any TransportEventLoop { base.eventLoop }
-    var localAddress: Endpoint { base.localAddress }
-    var remoteAddress: Endpoint { base.remoteAddress }
-    var pendingWriteBytes: Int { base.pendingWriteBytes }
-
-    func setHandler(_ handler: any ConnectionHandler) { base.setHandler(handler) }
-    func startReading() { base.startReading() }
-    func stopReading() { base.stopReading() }
 
     func write(_ bytes: [UInt8], completion: WriteCompletion?) {
         base.write(bytes, completion: twice(completion))
@@ -71,10 +64,6 @@ final class DoubledCompletionConnection: Connection {
     func write(borrowing bytes: UnsafeRawBufferPointer, completion: WriteCompletion?) {
         base.write(borrowing: bytes, completion: twice(completion))
     }
-
-    func shutdownOutput(completion: WriteCompletion?) { base.shutdownOutput(completion: completion) }
-    func close() { base.close() }
-    func reset() { base.reset() }
 
     private func twice(_ completion: WriteCompletion?) -> WriteCompletion? {
         guard let completion else { return nil }

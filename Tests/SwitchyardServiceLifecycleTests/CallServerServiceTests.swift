@@ -4,6 +4,7 @@ import Switchyard
 import SwitchyardCalls
 import SwitchyardMemory
 import SwitchyardServiceLifecycle
+import SwitchyardTestSupport
 import Synchronization
 import Testing
 
@@ -16,7 +17,7 @@ struct CallServerServiceTests {
     func cancellationEndsBlockedHandler() async throws {
         let client = try MemoryTransport(configuration: .init(eventLoopCount: 1))
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
-        let events = Events()
+        let events = EventLog()
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
             events.add("started")
             do {
@@ -54,7 +55,7 @@ struct CallServerServiceTests {
     func gracefulShutdownLetsOpenCallFinish() async throws {
         let client = try MemoryTransport(configuration: .init(eventLoopCount: 1))
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
-        let events = Events()
+        let events = EventLog()
         let server = try await CallServer.start(transport: transport, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
             for try await message in call.messages { try await call.write(message) }
             events.add("handler returned")
@@ -111,19 +112,3 @@ struct CallServerServiceTests {
     }
 }
 
-/// What happened, in order, from any task.
-final class Events: Sendable {
-    private let list = Mutex<[String]>([])
-    func add(_ event: String) { list.withLock { $0.append(event) } }
-    var all: [String] { list.withLock { $0 } }
-    /// Waits (polling) until `event` happened; throws after 10 s.
-    func wait(for event: String) async throws {
-        let until = ContinuousClock.now + .seconds(10)
-        while !all.contains(event) {
-            guard ContinuousClock.now < until else {
-                throw TransportError(code: .deadlineExceeded, reason: .init("test"), message: "no '\(event)' in \(all)")
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-}

@@ -4,6 +4,7 @@ import Switchyard
 import SwitchyardReachability
 import SwitchyardMemory
 import SwitchyardServiceLifecycle
+import SwitchyardTestSupport
 import Testing
 
 /// ``SiteReachability`` as a `Service`: `run()` starts it, and a graceful shutdown stops
@@ -17,7 +18,7 @@ struct SiteReachabilityServiceTests {
         let reachability = try SiteReachability(
             configuration: SiteReachabilityConfiguration(url: "http://127.0.0.1:9/", timeout: .seconds(2)),
             monitor: ManualConnectivityMonitor(initial: ConnectivityPath(category: .wifi)), transport: transport)
-        let events = Events()
+        let events = EventLog()
         let updates = reachability.updates
         let reader = Task {
             for await state in updates { events.add("\(state)".split(separator: " ").first.map(String.init) ?? "") }

@@ -1,6 +1,7 @@
 import Switchyard
-import SwitchyardReachability
 import SwitchyardCalls
+import SwitchyardReachability
+import SwitchyardTestSupport
 import Testing
 
 /// Bad input where it enters the core: hosts, IP literals, zones, ports, Unix paths,
@@ -13,16 +14,7 @@ struct BadInputTests {
     func expectInvalidAddress(
         _ words: [String], sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws(TransportError) -> Void
     ) {
-        do {
-            try body()
-            Issue.record("expected an error mentioning \(words)", sourceLocation: sourceLocation)
-        } catch {
-            #expect(error.code == .invalidArgument, "\(error)", sourceLocation: sourceLocation)
-            #expect(error.reason == .invalidAddress, "\(error)", sourceLocation: sourceLocation)
-            for word in words {
-                #expect(error.message.contains(word), "'\(error.message)' should mention '\(word)'", sourceLocation: sourceLocation)
-            }
-        }
+        expectTransportError(.invalidArgument, .invalidAddress, mentioning: words, sourceLocation: sourceLocation, body)
     }
 
     @Test("A port out of range is refused naming it, by validate(port:), checked(host:port:) and parsing", arguments: [
