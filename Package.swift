@@ -247,7 +247,9 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         // TLS as a layer over any Connection and any Transport (memory BIOs: the wrapped
-        // backend keeps doing the I/O). Only SwitchyardConformanceTLS depends on it.
+        // backend keeps doing the I/O), on the toolkit's connection front. The tools, the
+        // kit's TLS pairs (SwitchyardConformanceTLS) and the tests depend on it; nothing a
+        // plaintext user builds does.
         .target(
             name: "SwitchyardTLS",
             dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardOpenSSL"],
@@ -318,6 +320,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "SwitchyardNetlink",
             ],
             path: "Examples/ToolSupport",
             swiftSettings: strict
@@ -339,7 +342,7 @@ let package = Package(
             dependencies: [
                 "SwitchyardCalls",
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends", "SwitchyardTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
@@ -374,7 +377,7 @@ let package = Package(
             dependencies: [
                 "SwitchyardCalls",
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackends", "SwitchyardNetlink", "SwitchyardTransfer",
+                "Switchyard", "SwitchyardBackends", "SwitchyardTransfer",
                 "SwitchyardServiceLifecycle", "SwitchyardTLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -419,6 +422,7 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "SwitchyardTestSupport",
             ],
             swiftSettings: strict
         ),
@@ -484,6 +488,8 @@ let package = Package(
                 "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardConformance", "SwitchyardUV",
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 "SwitchyardBackendLoader",
+                "SwitchyardTestSupport",
+                "SwitchyardPosix",
             ],
             swiftSettings: strict
         ),

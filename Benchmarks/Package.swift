@@ -57,6 +57,7 @@ let package = Package(
             name: "soak",
             dependencies: [
                 .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
                 .product(name: "SwitchyardBackends", package: "switchyard"),
                 .product(name: "SwitchyardNetlink", package: "switchyard"),
             ],
@@ -67,6 +68,7 @@ let package = Package(
             name: "SwitchyardMicro",
             dependencies: [
                 .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
                 .product(name: "SwitchyardBSD", package: "switchyard"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],

@@ -37,7 +37,6 @@ import Glibc
 import Switchyard
 import SwitchyardCalls
 import SwitchyardBackends
-import SwitchyardNetlink
 import SwitchyardTLS
 import ToolSupport
 import Synchronization
@@ -155,25 +154,14 @@ struct EchoClient: AsyncParsableCommand {
         // Framed mode: one channel; each connection is one call on it (its own connection).
         // With --reconnect the channel follows the network, so a change of category ends
         // its calls at once (unavailable, connectivity changed) instead of letting them stall.
-        var monitor: NetlinkConnectivityMonitor?
-        var observation: ConnectivityObservation?
-        if reconnect {
-            do {
-                let netlink = try NetlinkConnectivityMonitor()
-                say("echo-client: network: \(netlink.current)")
-                observation = netlink.observe { path in
-                    say("echo-client: \(timestamp()) network changed to \(path)")
-                }
-                monitor = netlink
-            } catch {
-                writeStandardError("echo-client: cannot follow the network (\(describe(error))); reconnecting on failures only\n")
-            }
-        }
-        defer {
-            observation?.cancel()
-            monitor?.close()
-        }
-        let channel = CallChannel(target: endpoint, transport: transport, connectOptions: options, monitor: monitor)
+        let network = reconnect
+            ? FollowedNetwork(
+                now: { say("echo-client: network: \($0)") },
+                changed: { say("echo-client: \(timestamp()) network changed to \($0)") },
+                unavailable: { writeStandardError("echo-client: cannot follow the network (\(describe($0))); reconnecting on failures only\n") })
+            : nil
+        defer { network?.stop() }
+        let channel = CallChannel(target: endpoint, transport: transport, connectOptions: options, monitor: network?.monitor)
         let reconnectTimeout: Duration? = reconnect ? .milliseconds(Int64(self.reconnectTimeout * 1000)) : nil
         let statistics = RunStatistics(concurrency: concurrency)
         let progress = Task {

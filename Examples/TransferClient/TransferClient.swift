@@ -51,7 +51,6 @@ import Logging
 import ServiceLifecycle
 import Switchyard
 import SwitchyardBackends
-import SwitchyardNetlink
 import SwitchyardServiceLifecycle
 import SwitchyardTLS
 import ToolSupport
@@ -154,25 +153,14 @@ struct Send: AsyncParsableCommand {
         let transport = await tlsOptions.wrap(base, tool: "transfer-client")
         // With --follow-network a change of network ends the call at once (the channel's
         // rule); the transfer then resumes on a new call. Changes are told on stderr.
-        var monitor: NetlinkConnectivityMonitor?
-        var observation: ConnectivityObservation?
-        if followNetwork {
-            do {
-                let netlink = try NetlinkConnectivityMonitor()
-                writeStandardError("transfer-client: network: \(netlink.current)\n")
-                observation = netlink.observe { path in
-                    writeStandardError("transfer-client: network changed to \(path)\n")
-                }
-                monitor = netlink
-            } catch {
-                writeStandardError("transfer-client: cannot follow the network (\(error)); resuming on broken connections only\n")
-            }
-        }
-        defer {
-            observation?.cancel()
-            monitor?.close()
-        }
-        let channel = CallChannel(target: Endpoint(host: host, port: port), transport: transport, monitor: monitor)
+        let network = followNetwork
+            ? FollowedNetwork(
+                now: { writeStandardError("transfer-client: network: \($0)\n") },
+                changed: { writeStandardError("transfer-client: network changed to \($0)\n") },
+                unavailable: { writeStandardError("transfer-client: cannot follow the network (\($0)); resuming on broken connections only\n") })
+            : nil
+        defer { network?.stop() }
+        let channel = CallChannel(target: Endpoint(host: host, port: port), transport: transport, monitor: network?.monitor)
         let options = TransferOptions(
             reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState)
         let transfer = Transfer(channel: channel, options: options)

@@ -158,7 +158,9 @@ final class EpollEventLoop: DescriptorEventLoop, DeferringEventLoop, @unchecked 
                 // No input reaches this: epoll_wait on the loop's own epoll descriptor
                 // fails only with EBADF or EINVAL (someone else in the process closed or
                 // reused that descriptor: a programming error) or EFAULT (a bug here);
-                // EINTR is retried by Posix.epollWait. A loop that cannot wait can only spin.
+                // EINTR never comes here: Posix.epollWait returns no events for it, and the
+                // loop goes round with its timeout computed again. A loop that cannot wait
+                // can only spin.
                 fatalError("epoll_wait failed on loop \(index): \(error) (the loop's epoll descriptor was closed or replaced underneath it: a programming error)")
             }
             for i in 0..<count {

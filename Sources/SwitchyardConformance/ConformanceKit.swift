@@ -3,6 +3,7 @@ public import Switchyard
 import SwitchyardCalls
 import SwitchyardBackendKit
 import SwitchyardBackendLoader
+import SwitchyardPosix
 
 /// The conformance kit: named scenarios that every backend pair must pass, and the
 /// runner that holds each run to a time limit and to a clean descriptor table.

@@ -5,6 +5,7 @@ import Logging
 import MetricsTestKit
 import Switchyard
 import SwitchyardBackends
+import SwitchyardTestSupport
 import Testing
 
 /// A backend loaded from a library cannot take a Logger across the C interface: the host
@@ -50,19 +51,7 @@ struct LoadedBackendLoggingTests {
 
     /// The fixture library, next to the test binary.
     static func library() throws -> String {
-        let name = "libSwitchyardBSDLoadedFixture.so"
-        var candidates: [String] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            var folder = (exe as NSString).deletingLastPathComponent
-            for _ in 0..<4 {
-                candidates.append(folder)
-                folder = (folder as NSString).deletingLastPathComponent
-            }
-        }
-        candidates.append(FileManager.default.currentDirectoryPath + "/.build/debug")
-        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0 + "/" + name) }) else {
-            throw ObservabilityTestFailure("\(name) is not next to the tests; build with swift build --build-tests")
-        }
-        return found + "/" + name
+        try FixtureLibrary.bsdLoaded(repository: FileManager.default.currentDirectoryPath)
     }
+
 }

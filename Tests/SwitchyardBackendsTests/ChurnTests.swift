@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardBackends
 import SwitchyardUV
 import Synchronization
+import SwitchyardPosix
 import Testing
 
 /// Connection churn on each backend (the smaller sibling of `Benchmarks/churn`): many
@@ -32,7 +33,7 @@ struct ChurnTests {
         // And a sleep: Dispatch opens a timerfd the first time a task sleeps (at a priority).
         try await Task.sleep(for: .milliseconds(1))
         try await settle(live)
-        let baseline = OpenDescriptors.take()
+        let baseline = DescriptorSnapshot.take()
         let baseHandles = await handleCounts(client, server)
 
         let perWave = Self.connections / Self.waves
@@ -41,10 +42,10 @@ struct ChurnTests {
             try await settle(live)
             // Closed descriptors leave /proc/self/fd at once; a close hopping to a loop
             // may still be on its way: wait for it, boundedly, then compare.
-            var opened = OpenDescriptors.take().opened(since: baseline)
+            var opened = DescriptorSnapshot.take().opened(since: baseline)
             for _ in 0..<100 where !opened.isEmpty {
                 try await Task.sleep(for: .milliseconds(50))
-                opened = OpenDescriptors.take().opened(since: baseline)
+                opened = DescriptorSnapshot.take().opened(since: baseline)
             }
             #expect(opened.isEmpty, "\(backend), after wave \(wave) (\(wave * perWave) connections): \(opened.count) descriptors more than at the start: \(opened.prefix(10).map { "\($0.fd) -> \($0.target)" })")
             var handles = await handleCounts(client, server)
@@ -164,31 +165,3 @@ enum ChurnClient {
     }
 }
 
-/// The process's open descriptors (`/proc/self/fd`) with their targets.
-struct OpenDescriptors {
-    var targets: [Int32: String]
-
-    static func take() -> OpenDescriptors {
-        var targets: [Int32: String] = [:]
-        guard let directory = opendir("/proc/self/fd") else { return OpenDescriptors(targets: [:]) }
-        defer { closedir(directory) }
-        let own = dirfd(directory)
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard let fd = Int32(name), fd != own else { continue }
-            var buffer = [CChar](repeating: 0, count: 512)
-            let length = readlink("/proc/self/fd/\(name)", &buffer, buffer.count - 1)
-            targets[fd] = length < 0 ? "?" : String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-        return OpenDescriptors(targets: targets)
-    }
-
-    /// Descriptors open now that were not open, with the same target, in `earlier`.
-    func opened(since earlier: OpenDescriptors) -> [(fd: Int32, target: String)] {
-        targets.filter { earlier.targets[$0.key] != $0.value }
-            .map { (fd: $0.key, target: $0.value) }
-            .sorted { $0.fd < $1.fd }
-    }
-}

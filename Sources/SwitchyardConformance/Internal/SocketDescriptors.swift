@@ -1,4 +1,5 @@
 import Glibc
+import SwitchyardPosix
 
 /// Finds the descriptor of one of the process's own TCP connections without any
 /// backend's API (a loaded backend's connection crosses a C boundary and shows no

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardPosix
 
 // A name with several addresses: KitChecklist.md J4 (an address list tried in order) and
 // H1. The name is `localhost`, which every backend resolves to both loopback addresses

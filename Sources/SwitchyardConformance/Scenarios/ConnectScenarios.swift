@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardPosix
 
 // Connect and accept: KitChecklist.md section A, and H2.
 

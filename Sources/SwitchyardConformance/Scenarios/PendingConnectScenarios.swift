@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardPosix
 
 // A connect that cannot complete (A3, A4, F5 for a connect): a loopback connect completes
 // at once, so these connect across the kit's fault network (`FaultNetwork`) to a port

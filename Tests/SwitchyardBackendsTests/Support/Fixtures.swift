@@ -3,6 +3,7 @@ import Subprocess
 import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackendLoader
+import SwitchyardTestSupport
 
 /// Where the loading tests find their libraries.
 enum Fixtures {
@@ -18,20 +19,7 @@ enum Fixtures {
     /// `.dynamic` product of this package, next to the test bundle in the build folder
     /// (whatever configuration or scratch path built it).
     static func bsdLoadedLibrary() throws -> String {
-        let name = "libSwitchyardBSDLoadedFixture.so"
-        var candidates: [String] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            var folder = (exe as NSString).deletingLastPathComponent
-            for _ in 0..<4 {
-                candidates.append(folder)
-                folder = (folder as NSString).deletingLastPathComponent
-            }
-        }
-        candidates.append(repository + "/.build/debug")
-        if let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0 + "/" + name) }) {
-            return found + "/" + name
-        }
-        throw FixtureFailure("\(name) is not next to the tests (looked in \(candidates.joined(separator: ", "))); build the package with `swift build --build-tests`, which builds the SwitchyardBSDLoadedFixture product")
+        try FixtureLibrary.bsdLoaded(repository: repository)
     }
 
     /// The fixture library's backend, loaded once per process.

@@ -1,15 +1,16 @@
 import Glibc
 
 /// The process's open file descriptors, read from `/proc/self/fd`, with what each
-/// points at (`socket:[123]`, `anon_inode:[eventfd]`, a path).
-struct DescriptorSnapshot: Sendable {
+/// points at (`socket:[123]`, `anon_inode:[eventfd]`, a path): what the conformance kit
+/// and the tests compare to find a descriptor that leaked.
+package struct DescriptorSnapshot: Sendable {
     /// Descriptor number to its `readlink` target.
-    var targets: [Int32: String]
+    package var targets: [Int32: String]
 
-    var count: Int { targets.count }
+    package var count: Int { targets.count }
 
     /// Reads the current table. The directory's own descriptor is left out.
-    static func take() -> DescriptorSnapshot {
+    package static func take() -> DescriptorSnapshot {
         var targets: [Int32: String] = [:]
         guard let directory = opendir("/proc/self/fd") else { return DescriptorSnapshot(targets: [:]) }
         defer { closedir(directory) }
@@ -32,7 +33,7 @@ struct DescriptorSnapshot: Sendable {
     }
 
     /// Descriptors open now that were not open (with the same target) in `earlier`.
-    func opened(since earlier: DescriptorSnapshot) -> [(fd: Int32, target: String)] {
+    package func opened(since earlier: DescriptorSnapshot) -> [(fd: Int32, target: String)] {
         targets
             .filter { earlier.targets[$0.key] != $0.value }
             .map { (fd: $0.key, target: $0.value) }
