@@ -2,10 +2,10 @@ import Glibc
 public import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBSD
+import SwitchyardBackendLoader
 import SwitchyardMemory
 #if LibUV
 import SwitchyardUV
-import SwitchyardBackendLoader
 #endif
 
 /// Every backend Switchyard ships, registered by name, and the run-time choice among them.

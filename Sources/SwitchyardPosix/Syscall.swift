@@ -2,6 +2,10 @@
 // helper, `syscall(_:_:)`: it retries EINTR, returns would-block as a value, reads errno
 // at once, and throws a typed `SyscallError` otherwise. No other file loops on EINTR or
 // reads errno.
+//
+// `package`, as SwiftNIO keeps its `Posix` internal: Switchyard's own modules share these
+// wrappers, users never see them. `@usableFromInline` because the toolkit's inlinable I/O
+// paths (`DescriptorStreamConnection`'s sends and reads, `acceptAvailable`) call them.
 
 import Glibc
 public import CSwitchyardPosix
