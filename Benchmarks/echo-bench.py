@@ -442,7 +442,7 @@ def targets(med, samples):
             add(f"{b}-framed-on / {b}-raw, {h}", r(f"{b}-framed-on", k, f"{b}-raw"), lambda v: v >= 0.8, ">= 0.8")
     if not rows:
         return []
-    return ["#### Targets (issue 6)", "",
+    return ["#### Targets", "",
             "The value is the ratio of the medians; the rounds column, the lowest and highest ratio of one "
             "round's figures (servers run interleaved, so round i of each ran close together in time).", "",
             "| target | value | rounds | goal | status |", "|---|---:|---:|---|---|"] + rows + [""]

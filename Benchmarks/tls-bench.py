@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmarks/tls: TLS echo servers under load: Switchyard (bsd and libuv, raw echo over
-SwitchyardTLS) against a C epoll + OpenSSL server and SwiftNIO with NIOSSL (issue 15).
+SwitchyardTLS) against a C epoll + OpenSSL server and SwiftNIO with NIOSSL.
 
 (This is the body of Benchmarks/tls, which installs what is missing first; run that.)
 
@@ -199,7 +199,7 @@ def ratio_table(med, names, ref, title):
 
 
 def targets(med, samples):
-    """Issue 15: at least 0.9 of the C server, ahead of NIOSSL; as speeds (higher is better)."""
+    """The TLS targets: at least 0.9 of the C server, ahead of NIOSSL; as speeds (higher is better)."""
     rows = []
     loads = [("pp1_rps", "1 conn rt/s", True), ("stream_mibps", "stream MiB/s", True),
              ("burst_ms", f"{BURST_CONNS}-conn burst speed (ref ms / server ms)", False)]
@@ -227,7 +227,7 @@ def targets(med, samples):
                             f"{'met' if ok(value) else 'MISSED'} | {gap} |")
     if not rows:
         return []
-    return ["#### Targets (issue 15)", "",
+    return ["#### Targets", "",
             "The value is the ratio of the medians as a speed (above 1 is faster than the reference); "
             "rounds: the lowest and highest ratio of one round's figures.", "",
             "| target | value | rounds | goal | status | gap |", "|---|---:|---:|---|---|---|"] + rows + [""]

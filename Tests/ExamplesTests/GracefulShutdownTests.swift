@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// `kill -TERM` on a running echo-server under load (issue 14, done-when 2): it runs in a
+/// `kill -TERM` on a running echo-server under load: it runs in a
 /// swift-service-lifecycle ServiceGroup. The first signal stops accepting at once (a
 /// connect after it is refused), lets the open connections finish with every byte
 /// echoed, and the server exits 0 once they closed; a second signal while connections are

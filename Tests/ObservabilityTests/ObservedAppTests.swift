@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Issue 14, done-when 1: a new user's program that bootstraps swift-log and swift-metrics
+/// A new user's program that bootstraps swift-log and swift-metrics
 /// (Tests/Fixtures/ObservedApp) sees log lines and counters for a connect, a reset, a
 /// stall and a connectivity change. Bootstrapping is once per process, so the program is
 /// a process of its own; it runs inside a network namespace this test makes (a veth named

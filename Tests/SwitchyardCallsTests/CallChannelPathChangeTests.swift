@@ -4,9 +4,9 @@ import SwitchyardMemory
 import Synchronization
 import Testing
 
-/// A ``CallChannel`` following a ``ManualConnectivityMonitor`` at a path change (issue 11,
-/// part 3), over the in-memory backend, whose connections take the address they were
-/// made to (so a call to 10.1.0.5 is "from" 10.1.0.5, an address of the reported path).
+/// A ``CallChannel`` following a ``ManualConnectivityMonitor`` at a path change, over
+/// the in-memory backend, whose connections take the address they were made to (so a
+/// call to 10.1.0.5 is "from" 10.1.0.5, an address of the reported path).
 /// No root needed: the namespace scenarios (38, 39) do the same with real links.
 @Suite("A CallChannel at a path change, driven by a ManualConnectivityMonitor", .serialized, .timeLimit(.minutes(1)))
 struct ChannelPathChangeTests {

@@ -5,7 +5,7 @@ import SwitchyardTestSupport
 import Synchronization
 import Testing
 
-/// A ``CallServer``'s lifetime (issue 14, item 4): the tasks that run `serve` belong to
+/// A ``CallServer``'s lifetime: the tasks that run `serve` belong to
 /// the server, `closeNow()` cancels them, and `serve()` returns only once they returned.
 /// Over the in-memory backend; the same with a ServiceGroup is in
 /// SwitchyardServiceLifecycleTests.

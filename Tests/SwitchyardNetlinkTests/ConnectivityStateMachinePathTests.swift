@@ -2,7 +2,7 @@ import Switchyard
 import SwitchyardNetlink
 import Testing
 
-/// Path changes within one category (issue 11, part 3): the state machine reports the
+/// Path changes within one category: the state machine reports the
 /// default route's move to another interface and an address of the path gone, debounced
 /// like any other change, and ``PathChange`` reads them as path changes.
 @Suite("The connectivity state machine reports path changes within one category")

@@ -8,7 +8,7 @@ import SwitchyardTestSupport
 import Synchronization
 import Testing
 
-/// ``CallServer`` as a swift-service-lifecycle `Service` (issue 14, items 3 and 4):
+/// ``CallServer`` as a swift-service-lifecycle `Service`:
 /// cancellation ends everything at once and `run()` returns only after the call tasks;
 /// graceful shutdown refuses new connects at once and lets open calls finish.
 @Suite("CallServer as a Service", .timeLimit(.minutes(1)))

@@ -9,7 +9,7 @@ import SwitchyardUV
 import Synchronization
 import Testing
 
-/// Issue 12's first "done when": 256 MiB from a file across every kind of break at once,
+/// 256 MiB from a file across every kind of break at once,
 /// in network namespaces (as the kit's Wi-Fi and cellular layout): the receiver's call
 /// reset twice, the sender's default route moved from `wlan0-…` to `wwan0-…` once (a real
 /// `NetlinkConnectivityMonitor` in the client's namespace reports it, the channel ends the

@@ -2,7 +2,7 @@ import Switchyard
 import SwitchyardCalls
 import SwitchyardNetlink
 
-// A path change within one category (DESIGN.md, behaviour 2; issue 11, part 3): Wi-Fi
+// A path change within one category (DESIGN.md, behaviour 2): Wi-Fi
 // that moves to another hotspot stays `wifi`, yet the old socket would stall without an
 // error. The rtnetlink monitor, made inside the client's namespace, watches two Wi-Fi
 // links (`FaultNetwork.Layout.twoWifi`: `wlan0-…` and `wlan1-…`), and a channel that

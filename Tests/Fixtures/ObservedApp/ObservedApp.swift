@@ -7,7 +7,7 @@ import SwitchyardBackends
 import SwitchyardNetlink
 import Synchronization
 
-/// A new user's program (done-when 1 of issue 14): it bootstraps swift-log with a
+/// A new user's program: it bootstraps swift-log with a
 /// capturing handler and swift-metrics with `TestMetrics`, hands a logger to a transport
 /// and to the netlink monitor, and makes four things happen for real: a connect, a reset
 /// (the server aborts the connection: `SO_LINGER` 0, so the kernel sends a RST), a stall
