@@ -5,8 +5,9 @@ import Testing
 /// README.md and of the DocC articles (`Sources/*/*.docc/**/*.md`) is, character for
 /// character, the code between a `// doc-block begin` and a `// doc-block end` marker in a
 /// Swift source under `Tests/` or `Examples/`, where a test compiles and runs it: in this
-/// target; in the fixture library the loading tests load and run; in the outside `unix`
-/// backend's package, whose own build and tests scripts/test runs. A block may start with imports: each must be an import of that
+/// target; in the fixture library the loading tests load and run; in the outside backends'
+/// packages (``outsidePackages``: the `unix` backend, the `counted` and `lossy`
+/// decorators), whose own builds and tests scripts/test runs. A block may start with imports: each must be an import of that
 /// source file. What a block leaves implicit (a `transport` made earlier, a server to talk
 /// to) is set up before the begin marker; what the example promises is checked after the
 /// end marker. Every marked region is shown by at least one block, so no copy outlives
@@ -46,6 +47,9 @@ struct DocumentationBlockTests {
             }
         }
         #expect(blocks >= 10, "found only \(blocks) Swift blocks: the parser or the paths are wrong")
+        for package in Self.outsidePackages {
+            #expect(regions.contains { $0.path.hasPrefix(package + "/") }, "no doc-block region was read in \(package)")
+        }
         for (index, region) in regions.enumerated() where !shown.contains(index) {
             Issue.record("\(region.path):\(region.line): this doc-block region is shown by no block of the README or the articles")
         }
@@ -82,6 +86,11 @@ struct DocumentationBlockTests {
         "Switchyard", "SwitchyardCalls", "SwitchyardReachability", "SwitchyardBackendKit", "SwitchyardBackendLoader",
         "SwitchyardConformance", "SwitchyardTLS", "SwitchyardTransfer",
     ]
+
+    /// The outside backends' packages, whose code "Writing a backend" shows: the guide's
+    /// blocks are held to their regions like any other (their sources are read here; their
+    /// own builds and tests, in scripts/test, run the code).
+    static let outsidePackages = ["Examples/UnixBackend", "Examples/DecoratorBackend"]
 
     struct Document {
         var path: String

@@ -12,7 +12,7 @@ struct MarkdownLinkTests {
     static func pages() throws -> [String] {
         let root = DocumentationBlockTests.root
         var pages = try DocumentationBlockTests.documents().map(\.path)
-        for path in ["CONTRIBUTING.md", "CHANGELOG.md", "Benchmarks/README.md", "Examples/UnixBackend/README.md", "API/README.md"] {
+        for path in ["CONTRIBUTING.md", "CHANGELOG.md", "Benchmarks/README.md", "Examples/UnixBackend/README.md", "Examples/DecoratorBackend/README.md", "API/README.md"] {
             pages.append(path)
         }
         let docs = root.appendingPathComponent("docs").path
