@@ -43,7 +43,7 @@ let package = Package(
         // system OpenSSL 3 (libssl-dev); switchyard-conformance runs it when they are asked for.
         .executable(name: "switchyard-conformance-tls", targets: ["switchyard-conformance-tls"]),
         // `swift package conformance`, also in packages that depend on Switchyard.
-        .plugin(name: "SwitchyardConformancePlugin", targets: ["SwitchyardConformancePlugin"]),
+        .plugin(name: "SwitchyardConformancePlugin", targets: ["conformance"]),
     ],
     // What a user may leave out. Both are on by default; a package that depends on
     // Switchyard with `traits: []` builds and links with neither libuv nor OpenSSL installed
@@ -301,14 +301,17 @@ let package = Package(
         // builds the calling package's dynamic library products as backends to load, and
         // builds and runs switchyard-conformance-tls instead when TLS pairs are asked for
         // (not a dependency here: it would make every run of the plugin need libssl-dev).
+        // The target is named for the verb: SwiftPM shows the plugin's progress lines as
+        // `[conformance] …`, with the target's name.
         .plugin(
-            name: "SwitchyardConformancePlugin",
+            name: "conformance",
             capability: .command(
                 intent: .custom(
                     verb: "conformance",
                     description: "Runs Switchyard's conformance kit over backend pairs and prints the report")
             ),
-            dependencies: ["switchyard-conformance"]
+            dependencies: ["switchyard-conformance"],
+            path: "Plugins/SwitchyardConformancePlugin"
         ),
         // What the example tools share: the backend and TLS options (`@OptionGroup`s), the
         // checks of their common options, how a tool runs until a signal stops it, and how

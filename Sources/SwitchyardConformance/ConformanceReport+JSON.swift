@@ -5,17 +5,24 @@ import Foundation
 #endif
 
 extension ConformanceReport {
-    /// The report as JSON for machines: pretty-printed, keys sorted, UTF-8. Outcomes carry
-    /// `status` (`passed`, `failed`, `skipped`), `reason`, `file` and `line`, `seconds`,
-    /// and `measurements` (`name`, `value`, `unit`: `ms`, `bytes`, `count`); a cell not
-    /// run is `null`.
+    /// The report as JSON for machines: pretty-printed, keys sorted, UTF-8.
+    ///
+    /// At the top: `version` (``formatVersion``), `kitVersion`, `totals` (`scenarios`,
+    /// `pairs`, `runs`, `passed`, `failed`, `skipped`, `notRun`, `seconds`: ``totals``),
+    /// `settings` when the maker filled them in (`arguments`, `backends`, `pairs`,
+    /// `scenarios`, `root`, `backendLibraries`: ``Settings``), `seconds`, `columns`
+    /// (`client`, `server`) and `rows` (`number`, `name`, `checklist`, `outcomes`, one per
+    /// column). Outcomes carry `status` (`passed`, `failed`, `skipped`), `reason`, `file`
+    /// and `line`, `seconds`, and `measurements` (`name`, `value`, `unit`: `ms`, `bytes`,
+    /// `count`); a cell not run is `null`.
     public func json() throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return Array(try encoder.encode(self)) + [UInt8(ascii: "\n")]
     }
 
-    /// Reads a report ``json()`` wrote.
+    /// Reads a report ``json()`` wrote (`totals` is not read: it is worked out from the
+    /// rows; a report without `kitVersion` or `settings` reads with them `nil`).
     /// - Throws: a `DecodingError` for text that is not such a report, or a
     ///   ``ConformanceReportFormatError`` for a report of another ``formatVersion`` or
     ///   one whose rows do not have a cell per column.
@@ -29,6 +36,33 @@ extension ConformanceReport {
             throw ConformanceReportFormatError(
                 "scenario \(row.number) has \(row.outcomes.count) cells for \(columns.count) columns")
         }
+    }
+}
+
+extension ConformanceReport {
+    private enum CodingKeys: String, CodingKey {
+        case version, kitVersion, settings, totals, columns, rows, seconds
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decode(Int.self, forKey: .version)
+        kitVersion = try container.decodeIfPresent(String.self, forKey: .kitVersion)
+        settings = try container.decodeIfPresent(Settings.self, forKey: .settings)
+        columns = try container.decode([Column].self, forKey: .columns)
+        rows = try container.decode([Row].self, forKey: .rows)
+        seconds = try container.decode(Double.self, forKey: .seconds)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
+        try container.encodeIfPresent(kitVersion, forKey: .kitVersion)
+        try container.encodeIfPresent(settings, forKey: .settings)
+        try container.encode(totals, forKey: .totals)
+        try container.encode(columns, forKey: .columns)
+        try container.encode(rows, forKey: .rows)
+        try container.encode(seconds, forKey: .seconds)
     }
 }
 

@@ -1,16 +1,28 @@
 extension ConformanceReport {
     /// The report for people, as a terminal table: a summary line, then one row per
     /// scenario (its number and name, wrapped to two lines) and one column per pair. A
-    /// cell says `passed`, `FAILED [n]`, `skipped: reason` (or `skipped [n]` when the
-    /// reason is long), or `not run`, and below it what the run measured. Footnotes under
-    /// the table give each failure's reason with the kit's file and line, and the long
-    /// skip reasons; identical reasons share one footnote.
+    /// cell says `passed`, `FAILED, see below`, `skipped: reason` (or `skipped, see below`
+    /// when the reason is long), or `not run`, and below it what the run measured.
+    ///
+    /// Under the table, the notes: first the long skip reasons, then the failures, each
+    /// under its scenario's number and whole name, on a line that starts with the
+    /// scenario's number and the pair in brackets (no footnote numbers to mistake for
+    /// scenario numbers); the pairs of one scenario with the same reason share a line:
+    ///
+    /// ```text
+    /// FAILED, and why:
+    ///
+    /// 11. Write completions run in order, each exactly once
+    ///     [11 bsd→libuv] FAILED: how many write completions ran … (file:line)
+    /// ```
     ///
     /// - Parameter nameWidth: the width of the scenario column's text.
     public func text(nameWidth: Int = 40) -> String {
         let nameWidth = max(nameWidth, 12)
         let cellLimit = 28
-        var notes = Footnotes()
+        let seeBelow = ", see below"
+        var skipNotes = Notes()
+        var failureNotes = Notes()
 
         // Each cell as lines: its status, then one line per measurement.
         let cells: [[[String]]] = rows.map { row in
@@ -21,13 +33,25 @@ extension ConformanceReport {
                 case .passed:
                     lines = ["passed"]
                 case .skipped:
-                    let inline = "skipped: \(outcome.reason ?? "no reason given")"
-                    lines = [inline.count <= cellLimit ? inline : "skipped [\(notes.number(for: inline))]"]
+                    let reason = outcome.reason ?? "no reason given"
+                    let inline = "skipped: \(reason)"
+                    if inline.count <= cellLimit {
+                        lines = [inline]
+                    } else {
+                        lines = ["skipped" + seeBelow]
+                        skipNotes.add(row: row, column: columns[column], text: inline)
+                    }
                 case .failed:
-                    lines = ["FAILED [\(notes.number(for: "FAILED: \(outcome.explanation ?? "no reason given")"))]"]
+                    lines = ["FAILED" + seeBelow]
+                    failureNotes.add(row: row, column: columns[column], text: "FAILED: \(outcome.explanation ?? "no reason given")")
                 default:
                     let text = "\(outcome.status)" + (outcome.explanation.map { ": \($0)" } ?? "")
-                    lines = [text.count <= cellLimit ? text : "\(outcome.status) [\(notes.number(for: text))]"]
+                    if text.count <= cellLimit {
+                        lines = [text]
+                    } else {
+                        lines = ["\(outcome.status)" + seeBelow]
+                        skipNotes.add(row: row, column: columns[column], text: text)
+                    }
                 }
                 lines += outcome.measurements.map { truncated($0.description, to: cellLimit) }
                 return lines
@@ -60,10 +84,8 @@ extension ConformanceReport {
                     cells[index].map { lineIndex < $0.count ? $0[lineIndex] : "" }) + "\n"
             }
         }
-        if !notes.texts.isEmpty {
-            output += "\n"
-            for (index, note) in notes.texts.enumerated() { output += "[\(index + 1)] \(note)\n" }
-        }
+        output += skipNotes.text(heading: "Skipped, and why:", columnCount: columns.count)
+        output += failureNotes.text(heading: "FAILED, and why:", columnCount: columns.count)
         return output
     }
 
@@ -79,14 +101,42 @@ extension ConformanceReport {
     }
 }
 
-/// Footnote texts, numbered from 1 in the order first used; a repeated text keeps its number.
-private struct Footnotes {
-    var texts: [String] = []
+/// The notes under the table: per scenario, in row order, each distinct text once with
+/// the pairs that share it.
+private struct Notes {
+    struct Scenario {
+        var number: Int
+        var name: String
+        /// Each text with the pairs it is about, in the order first met.
+        var texts: [(text: String, pairs: [String])] = []
+    }
 
-    mutating func number(for text: String) -> Int {
-        if let index = texts.firstIndex(of: text) { return index + 1 }
-        texts.append(text)
-        return texts.count
+    var scenarios: [Scenario] = []
+
+    mutating func add(row: ConformanceReport.Row, column: ConformanceReport.Column, text: String) {
+        if scenarios.last?.number != row.number { scenarios.append(Scenario(number: row.number, name: row.name)) }
+        let last = scenarios.count - 1
+        if let index = scenarios[last].texts.firstIndex(where: { $0.text == text }) {
+            scenarios[last].texts[index].pairs.append(column.description)
+        } else {
+            scenarios[last].texts.append((text, [column.description]))
+        }
+    }
+
+    /// The section: a blank line, the heading, then per scenario a blank line, `N. name`
+    /// and a line `    [N pair, pair] text` per distinct text (`[N all 9 pairs]` when every
+    /// pair of three or more shares it); empty when there are no notes.
+    func text(heading: String, columnCount: Int) -> String {
+        guard !scenarios.isEmpty else { return "" }
+        var output = "\n" + heading + "\n"
+        for scenario in scenarios {
+            output += "\n\(scenario.number). \(scenario.name)\n"
+            for (text, pairs) in scenario.texts {
+                let which = pairs.count == columnCount && columnCount > 2 ? "all \(columnCount) pairs" : pairs.joined(separator: ", ")
+                output += "    [\(scenario.number) \(which)] \(text)\n"
+            }
+        }
+        return output
     }
 }
 

@@ -4,9 +4,15 @@
 ///
 /// ``ConformanceRunner`` fills one in as it goes. It renders for people
 /// (``text(nameWidth:)``) and for machines (``json()``, read back with
-/// ``init(json:)``); a cell the run did not reach is `nil` (`not run`).
+/// ``init(json:)``); a cell the run did not reach is `nil` (`not run`). It also says
+/// which kit made it (``kitVersion``), how the run was chosen (``settings``, which the
+/// tool fills in) and, in its JSON, the counts (``totals``).
 public struct ConformanceReport: Sendable, Hashable, Codable {
     /// The version of this report's JSON layout; a reader checks it before anything else.
+    ///
+    /// Fields added later are optional to a reader (version 1 gained `kitVersion`,
+    /// `settings` and `totals`): only a change that an older reader would misread bumps
+    /// it.
     public static let formatVersion = 1
 
     /// A column: the backend pair its runs were made over.
@@ -60,8 +66,68 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
         }
     }
 
+    /// The counts of a report: its size, how its cells ended, how long it took.
+    public struct Totals: Sendable, Hashable, Codable {
+        /// Rows.
+        public var scenarios: Int
+        /// Columns.
+        public var pairs: Int
+        /// Cells: scenarios × pairs.
+        public var runs: Int
+        public var passed: Int
+        public var failed: Int
+        public var skipped: Int
+        /// Cells the run did not reach, or of a status this version does not know.
+        public var notRun: Int
+        /// Wall-clock seconds the whole run took.
+        public var seconds: Double
+
+        public init(scenarios: Int, pairs: Int, runs: Int, passed: Int, failed: Int, skipped: Int, notRun: Int, seconds: Double) {
+            self.scenarios = scenarios
+            self.pairs = pairs
+            self.runs = runs
+            self.passed = passed
+            self.failed = failed
+            self.skipped = skipped
+            self.notRun = notRun
+            self.seconds = seconds
+        }
+    }
+
+    /// How a run was chosen and where it ran: what a reader of a saved report needs to
+    /// run it again or to tell why scenarios were skipped.
+    public struct Settings: Sendable, Hashable, Codable {
+        /// The tool's arguments as given (`["--backend", "unix", "--scenario", "1-3"]`).
+        public var arguments: [String]
+        /// The backends the selected pairs use, each once, in the order of the pairs.
+        public var backends: [String]
+        /// The selected pairs, `client→server`, in the order they ran.
+        public var pairs: [String]
+        /// The selected scenarios' numbers, in the order they ran.
+        public var scenarios: [Int]
+        /// Whether the run was made as root: the scenarios that need network namespaces
+        /// run only then, and are skipped otherwise.
+        public var root: Bool
+        /// The backend libraries loaded for the run (`--backend-library`), as given.
+        public var backendLibraries: [String]
+
+        public init(arguments: [String], backends: [String], pairs: [String], scenarios: [Int], root: Bool, backendLibraries: [String]) {
+            self.arguments = arguments
+            self.backends = backends
+            self.pairs = pairs
+            self.scenarios = scenarios
+            self.root = root
+            self.backendLibraries = backendLibraries
+        }
+    }
+
     /// ``formatVersion`` when made; what the JSON said when read.
     public var version: Int
+    /// ``ConformanceKit/version`` when made; what the JSON said when read (`nil` for a
+    /// report written before reports carried it).
+    public var kitVersion: String?
+    /// How the run was chosen; `nil` unless its maker filled it in (the tool does).
+    public var settings: Settings?
     /// The pairs, in the order they run.
     public var columns: [Column]
     /// The scenarios, in the order they run, each with a cell per column.
@@ -74,6 +140,7 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
         // Programmer misuse only: the runner and the JSON decoder build rows from the columns.
         precondition(rows.allSatisfy { $0.outcomes.count == columns.count }, "every row needs one cell per column (a programming error)")
         self.version = Self.formatVersion
+        self.kitVersion = ConformanceKit.version
         self.columns = columns
         self.rows = rows
         self.seconds = seconds
@@ -129,10 +196,39 @@ public struct ConformanceReport: Sendable, Hashable, Codable {
         return summary
     }
 
+    /// The report's size, the cells counted by how they ended, and ``seconds``.
+    public var totals: Totals {
+        let summary = self.summary
+        return Totals(
+            scenarios: rows.count, pairs: columns.count, runs: rows.count * columns.count,
+            passed: summary.passed, failed: summary.failed, skipped: summary.skipped, notRun: summary.notRun,
+            seconds: seconds)
+    }
+
     /// Whether any run failed. Skips are not failures.
     public var hasFailures: Bool { outcomes.contains { $0.status == .failed } }
 
     /// The exit status a runner reports: 0 when no run failed (skips are not failures),
     /// 1 when one did. (The tool exits 2 for bad arguments, before there is a report.)
     public var exitStatus: Int32 { hasFailures ? 1 : 0 }
+}
+
+extension ConformanceReport.Settings {
+    /// The settings of a run of `runner`'s selection: its backends, pairs and scenarios,
+    /// with what the runner cannot know.
+    ///
+    /// - Parameters:
+    ///   - runner: the selection.
+    ///   - arguments: the tool's arguments as given.
+    ///   - root: whether the run is made as root.
+    ///   - backendLibraries: the backend libraries loaded for it.
+    public init(runner: ConformanceRunner, arguments: [String], root: Bool, backendLibraries: [String]) {
+        var backends: [String] = []
+        for pair in runner.pairs {
+            for name in [pair.client.name, pair.server.name] where !backends.contains(name) { backends.append(name) }
+        }
+        self.init(
+            arguments: arguments, backends: backends, pairs: runner.pairs.map(\.description),
+            scenarios: runner.scenarios.map(\.number), root: root, backendLibraries: backendLibraries)
+    }
 }

@@ -3,6 +3,13 @@
 //
 //     switchyard-conformance [--backend NAME]... [--pair CLIENT:SERVER]... [--backend-library PATH]...
 //                            [--tls] [--scenario N|N-M|NAME]... [--list] [--json PATH|-] [--verbose]
+//     switchyard-conformance --version
+//
+// Output: a progress line per run as it ends, then the report (a table, then the reasons
+// of failures and long skips, each line led by `[scenario pair]`), on standard output, or
+// on standard error with `--json -`, which leaves standard output to the JSON alone. Every
+// write goes straight to its descriptor (Output.swift), so progress arrives as it happens
+// in a pipe or a file too.
 //
 // Exit status: 0 when no scenario failed (skips are not failures), 1 when one failed, 2
 // for bad arguments. `swift package conformance` (Plugins/SwitchyardConformancePlugin)
@@ -32,10 +39,20 @@ struct ConformanceCommand: ParsableCommand {
         abstract: "Runs Switchyard's conformance kit over backend pairs and prints the report.",
         discussion: """
             Every selected scenario runs on every selected pair, one run at a time, each with \
-            fresh transports, a time limit and a descriptor-leak check. The report has one \
-            row per scenario and one column per pair: passed, FAILED with the reason, or \
-            skipped with the reason, and what the scenario measured. Scenarios that need \
+            fresh transports, a time limit and a descriptor-leak check. Scenarios that need \
             network namespaces run only as root.
+
+            Output: a progress line per run, written as the run ends (unbuffered, to a \
+            terminal, a file or a pipe alike), then the report: a summary line, one row per \
+            scenario and one column per pair (passed, FAILED, skipped, and what the scenario \
+            measured), and under the table the failures' reasons and the long skip reasons, \
+            each on a line that starts with the scenario's number and the pair \
+            ("[11 bsd→libuv] FAILED: reason (file:line)") under the scenario's number and \
+            name. All of it goes to standard output, or to standard error with --json -, \
+            which leaves standard output to the JSON alone. The JSON report has the same \
+            cells with their measurements, the totals (scenarios, pairs, runs, passed, \
+            failed, skipped, notRun, seconds), the run's settings (arguments, backends, \
+            pairs, scenarios, root, backendLibraries) and the kit's version (kitVersion).
 
             The TLS pairs (--tls, a --pair with +tls) are in switchyard-conformance-tls, \
             this tool built with them on the system OpenSSL 3 (libssl-dev); \
@@ -44,7 +61,8 @@ struct ConformanceCommand: ParsableCommand {
 
             Exit status: 0 when no scenario failed (skips are not failures), 1 when a \
             scenario failed, 2 for bad arguments.
-            """)
+            """,
+        version: ConformanceKit.version)
 
     @Option(name: .customLong("backend"), help: ArgumentHelp(
         "A backend to run (repeatable): every pair among the backends given, mixed pairs included. Default: every registered backend (\(Backends.registry.names.joined(separator: ", "))).",
@@ -69,7 +87,7 @@ struct ConformanceCommand: ParsableCommand {
     var list = false
 
     @Option(name: .customLong("json"), help: ArgumentHelp(
-        "Also write the report as JSON to this file; '-' writes it to standard output (the table and the progress then go to standard error).",
+        "Also write the report as JSON to this file; '-' writes it to standard output, alone (the progress and the table then go to standard error).",
         valueName: "path"))
     var json: String?
 
@@ -159,13 +177,16 @@ struct ConformanceCommand: ParsableCommand {
         let log: @Sendable (String) -> Void = { line in
             if verbose { people.write(line + "\n") }
         }
-        let report = await runner.run(log: log) { (progress: ConformanceRunner.Progress) in
+        var report = await runner.run(log: log) { (progress: ConformanceRunner.Progress) in
             if progress.outcome == nil {
                 people.write(progress.heading + (verbose ? "\n" : ": "))
             } else {
                 people.write((verbose ? progress.description : progress.result) + "\n")
             }
         }
+        report.settings = ConformanceReport.Settings(
+            runner: runner, arguments: Array(CommandLine.arguments.dropFirst()), root: getuid() == 0,
+            backendLibraries: backendLibraries)
         people.write("\n" + report.text())
 
         if let jsonOutput {

@@ -74,7 +74,7 @@ struct ConformanceReportTests {
         #expect(skipsOnly.exitStatus == 0)
     }
 
-    @Test("The text report has a row per scenario and a column per pair, with measurements, and footnotes long reasons once")
+    @Test("The text report has a row per scenario and a column per pair, with measurements, and notes long reasons under the table")
     func text() {
         let text = Self.sample().text()
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -94,23 +94,20 @@ struct ConformanceReportTests {
             #expect(lines[row8 + 1].utf16Offset(of: "refused 0.21 ms") == bsdColumn)
         }
 
-        // Row 11: FAILED with a footnote that has the reason and the file and line; not run.
+        // Row 11: FAILED, its reason below the table; not run.
         let row11 = lines.first { $0.hasPrefix("11  ") }
-        #expect(row11?.contains("FAILED [1]") == true)
+        #expect(row11?.contains("FAILED, see below") == true)
         #expect(row11?.contains("not run") == true)
-        #expect(lines.contains("[1] FAILED: how many write completions ran for 1000 writes: expected 1000, received 2000 (SwitchyardConformance/Scenarios/IntegrityScenarios.swift:142)"))
 
-        // Row 30: a long skip reason is footnoted; the measurements of the passed cell follow.
+        // Row 30: a long skip reason is noted below; the measurements of the passed cell follow.
         let row30 = lines.firstIndex { $0.hasPrefix("30  With a stall timeout") }
-        #expect(row30.map { lines[$0].contains("skipped [2]") && lines[$0].contains("passed") } == true)
+        #expect(row30.map { lines[$0].contains("skipped, see below") && lines[$0].contains("passed") } == true)
         #expect(row30.map { lines[$0 + 1].contains("data in flight 2236 ms") && lines[$0 + 2].contains("awaiting a reply 2012 ms") } == true)
-        #expect(lines.contains("[2] skipped: memory→memory has no TCP sockets to put in network namespaces"))
 
-        // Row 2: a short reason stays in the cell; the same long reason reuses footnote 2.
+        // Row 2: a short reason stays in the cell.
         let row2 = lines.first { $0.hasPrefix(" 2  IPv6 loopback") }
         #expect(row2?.contains("skipped: no IPv6") == true)
-        #expect(row2?.contains("skipped [2]") == true)
-        #expect(!lines.contains { $0.hasPrefix("[3]") })
+        #expect(row2?.contains("skipped, see below") == true)
 
         // A long name wraps to two lines and is cut with an ellipsis; no line ends in spaces.
         if let row30 {
@@ -119,9 +116,58 @@ struct ConformanceReportTests {
         #expect(!lines.contains { $0.hasSuffix(" ") })
     }
 
+    @Test("Under the table, each long reason is on a line led by its scenario's number and pair, under the scenario's number and whole name: skips first, then failures, and no footnote numbers")
+    func notes() throws {
+        let report = Self.sample()
+        let text = report.text()
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let stall = report.rows[2].name
+        let skipped = try #require(lines.firstIndex(of: "Skipped, and why:"), "\(text)")
+        let failed = try #require(lines.firstIndex(of: "FAILED, and why:"), "\(text)")
+        #expect(skipped < failed)
+        #expect(Array(lines[skipped...]) == [
+            "Skipped, and why:",
+            "",
+            "30. \(stall)",
+            "    [30 memory→memory] skipped: memory→memory has no TCP sockets to put in network namespaces",
+            "",
+            "2. IPv6 loopback",
+            "    [2 bsd→bsd] skipped: memory→memory has no TCP sockets to put in network namespaces",
+            "",
+            "FAILED, and why:",
+            "",
+            "11. Write completions run in order, each exactly once",
+            "    [11 memory→memory] FAILED: how many write completions ran for 1000 writes: expected 1000, received 2000 (SwitchyardConformance/Scenarios/IntegrityScenarios.swift:142)",
+            "",
+        ])
+        // Nothing reads as a footnote number: no `[n]` anywhere.
+        #expect(text.range(of: #"\[[0-9]+\]"#, options: .regularExpression) == nil, "\(text)")
+    }
+
+    @Test("Pairs of one scenario that share a reason share its line; every pair of three or more is 'all N pairs'")
+    func sharedNotes() {
+        let columns = ["bsd", "libuv", "memory"].map { ConformanceReport.Column(client: $0, server: $0) }
+        func failed(_ column: ConformanceReport.Column, _ reason: String) -> ConformanceOutcome {
+            ConformanceOutcome(scenario: "s", client: column.client, server: column.server, status: .failed, reason: reason, seconds: 1)
+        }
+        let report = ConformanceReport(
+            columns: columns,
+            rows: [
+                .init(number: 4, name: "Four", checklist: [], outcomes: columns.map { failed($0, "the same") }),
+                .init(number: 5, name: "Five", checklist: [], outcomes: [failed(columns[0], "one"), failed(columns[1], "two"), failed(columns[2], "one")]),
+            ])
+        let lines = report.text().split(separator: "\n").map(String.init)
+        #expect(lines.contains("    [4 all 3 pairs] FAILED: the same"))
+        #expect(lines.contains("    [5 bsd→bsd, memory→memory] FAILED: one"))
+        #expect(lines.contains("    [5 libuv→libuv] FAILED: two"))
+    }
+
     @Test("The JSON report reads back equal, says each status as a word, and a cell not run is null")
     func jsonRoundTrip() throws {
-        let report = Self.sample()
+        var report = Self.sample()
+        report.settings = .init(
+            arguments: ["--backend", "memory"], backends: ["memory", "bsd"], pairs: ["memory→memory", "bsd→bsd"],
+            scenarios: [8, 11, 30, 2], root: false, backendLibraries: ["/tmp/libX.so"])
         let json = try report.json()
         let text = String(decoding: json, as: UTF8.self)
         #expect(text.contains("\"status\" : \"failed\""))
@@ -131,7 +177,41 @@ struct ConformanceReportTests {
         #expect(text.contains("\"version\" : 1"))
         let read = try ConformanceReport(json: json)
         #expect(read == report)
+        #expect(read.settings?.backendLibraries == ["/tmp/libX.so"])
         #expect(read.outcome(scenario: 30, column: .init(client: "bsd", server: "bsd"))?.measurements.map(\.name) == ["data in flight", "awaiting a reply"])
+    }
+
+    @Test("The JSON report has the totals, the kit's version and the settings at its top")
+    func jsonTotals() throws {
+        var report = Self.sample()
+        report.settings = .init(arguments: [], backends: ["memory"], pairs: ["memory→memory"], scenarios: [8], root: true, backendLibraries: [])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(try report.json())) as? [String: Any])
+        let totals = try #require(object["totals"] as? [String: Any])
+        #expect(totals["scenarios"] as? Int == 4)
+        #expect(totals["pairs"] as? Int == 2)
+        #expect(totals["runs"] as? Int == 8)
+        #expect(totals["passed"] as? Int == 3)
+        #expect(totals["failed"] as? Int == 1)
+        #expect(totals["skipped"] as? Int == 3)
+        #expect(totals["notRun"] as? Int == 1)
+        #expect(totals["seconds"] as? Double == 12.3)
+        #expect(object["kitVersion"] as? String == ConformanceKit.version)
+        let settings = try #require(object["settings"] as? [String: Any])
+        #expect(settings["root"] as? Bool == true)
+        #expect(settings["pairs"] as? [String] == ["memory→memory"])
+        #expect(report.totals == ConformanceReport.Totals(scenarios: 4, pairs: 2, runs: 8, passed: 3, failed: 1, skipped: 3, notRun: 1, seconds: 12.3))
+    }
+
+    @Test("A JSON report written before reports carried totals, the kit's version and settings reads, with those nil")
+    func jsonWithoutNewFields() throws {
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(try Self.sample().json())) as? [String: Any])
+        object["totals"] = nil
+        object["kitVersion"] = nil
+        let older = try JSONSerialization.data(withJSONObject: object)
+        let read = try ConformanceReport(json: Array(older))
+        #expect(read.kitVersion == nil)
+        #expect(read.settings == nil)
+        #expect(read.rows == Self.sample().rows)
     }
 
     @Test("A JSON report of another format version, or with a row short of cells, is refused saying why")

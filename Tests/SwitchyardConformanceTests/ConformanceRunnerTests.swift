@@ -153,8 +153,9 @@ struct ConformanceRunnerTests {
         let scenario = ConformanceKit.scenarios[10].name
         let text = report.text()
         let lines = text.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.hasPrefix("11  ") && scenario.hasPrefix(String($0.dropFirst(4).prefix(30))) && $0.contains("FAILED [1]") }, "\(text)")
-        #expect(lines.contains { $0.hasPrefix("[1] FAILED: ") && $0.contains("write completions") })
+        #expect(lines.contains { $0.hasPrefix("11  ") && scenario.hasPrefix(String($0.dropFirst(4).prefix(30))) && $0.contains("FAILED, see below") }, "\(text)")
+        #expect(lines.contains("11. \(scenario)"), "\(text)")
+        #expect(lines.contains { $0.hasPrefix("    [11 doubled→doubled] FAILED: ") && $0.contains("write completions") }, "\(text)")
         #expect(finished.withLock { $0 }.first?.contains("11. \(scenario.prefix(20))") == true)
         #expect(finished.withLock { $0 }.first?.contains(": FAILED in ") == true)
     }

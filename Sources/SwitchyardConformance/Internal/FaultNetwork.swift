@@ -204,9 +204,11 @@ final class FaultNetwork: Sendable {
                 ["ip", "-n", c, network.familyOption, "route", "add", "default", "via", network.paths[0].gateway, "dev", network.paths[0].link],
             ]
         }
-        for step in steps where !run(step) {
-            network.remove()
-            throw NetworkError(message: "`\(step.joined(separator: " "))` failed")
+        for step in steps {
+            if let failure = failure(running: step) {
+                network.remove()
+                throw NetworkError(message: failure)
+            }
         }
         return network
     }
@@ -284,7 +286,10 @@ final class FaultNetwork: Sendable {
         let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         guard written == text.count else { throw NetworkError(message: "cannot write the `ip -batch` file \(path)") }
-        try Self.check(["ip", "-n", clientNamespace, "-batch", path])
+        // `ip` names the failing line of the file, which is gone once this returns.
+        if let failure = Self.failure(running: ["ip", "-n", clientNamespace, "-batch", path]) {
+            throw NetworkError(message: failure + " (the batch, line by line: " + commands.joined(separator: "; ") + ")")
+        }
     }
 
     /// Drops every packet to and from TCP `port` in the server's namespace, carrier up.
@@ -357,31 +362,80 @@ final class FaultNetwork: Sendable {
         var description: String { message }
     }
 
-    private static func check(_ arguments: [String]) throws {
-        if !run(arguments) { throw NetworkError(message: "`\(arguments.joined(separator: " "))` failed") }
+    /// Runs a tool (``failure(running:)``) and throws its failure, saying the command, its
+    /// exit status and what it wrote on standard error.
+    static func check(_ arguments: [String]) throws {
+        if let failure = failure(running: arguments) { throw NetworkError(message: failure) }
     }
 
-    /// Runs a tool with `arguments` (no shell), its output discarded; whether it exited 0.
-    /// Bounded: these tools do not block, and the child is waited for.
+    /// Runs a tool with `arguments` (no shell); whether it exited 0.
     @discardableResult
     static func run(_ arguments: [String]) -> Bool {
-        guard let path = tool(arguments[0]) else { return false }
+        failure(running: arguments) == nil
+    }
+
+    /// Runs a tool with `arguments` (no shell), its standard output discarded and its
+    /// standard error kept; `nil` when it exited 0, otherwise why not, in a sentence that
+    /// names the command and gives the tool's own words: "`ip -n sykit-c-1-1 -batch
+    /// /tmp/sykit-batch-x` failed with exit status 1: Error: … (its standard error)".
+    /// Bounded: these tools do not block, their standard error is read to its end (the
+    /// first 4 KiB kept) and the child is waited for.
+    static func failure(running arguments: [String]) -> String? {
+        let command = "`\(arguments.joined(separator: " "))`"
+        guard let path = tool(arguments[0]) else {
+            return "\(command) failed: \(arguments[0]) is not installed (looked in /usr/sbin, /sbin, /usr/bin and /bin)"
+        }
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else {
+            return "\(command) was not run: no pipe for its standard error: \(errorText(errno))"
+        }
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        // Glibc's module has no pipe2; the kit starts its tools from one task at a time.
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(writeEnd, F_SETFD, FD_CLOEXEC)
+        defer { close(readEnd) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // dup2 clears close-on-exec on the child's 2; both pipe ends close at its exec.
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
         var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments.dropFirst()).map { strdup($0) }
         argv.append(nil)
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
-        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return false }
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        close(writeEnd)
+        guard spawned == 0 else { return "\(command) failed: cannot start \(path): \(errorText(spawned))" }
+
+        var said: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            if said.count < 4096 { said += buffer[..<min(count, 4096 - said.count)] }
+        }
         var status: CInt = 0
         while waitpid(pid, &status, 0) < 0 {
-            if errno != EINTR { return false }
+            if errno != EINTR { return "\(command): cannot wait for it: \(errorText(errno))" }
         }
-        // WIFEXITED && WEXITSTATUS == 0
-        return status & 0x7f == 0 && (status >> 8) & 0xff == 0
+        let words = String(decoding: said, as: UTF8.self)
+            .split(whereSeparator: \.isNewline)
+            .map { $0.drop(while: { $0 == " " || $0 == "\t" }) }.filter { !$0.isEmpty }
+            .joined(separator: " / ")
+        let stderrText = words.isEmpty ? " (nothing on standard error)" : ": \(words)"
+        // WIFSIGNALED: the low 7 bits are the signal; WEXITSTATUS: the next 8 bits.
+        let signal = status & 0x7f
+        if signal != 0 { return "\(command) was killed by signal \(signal)\(stderrText)" }
+        let exitStatus = (status >> 8) & 0xff
+        if exitStatus != 0 { return "\(command) failed with exit status \(exitStatus)\(stderrText)" }
+        return nil
+    }
+
+    private static func errorText(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "errno \(code)" }
+        return String(cString: text)
     }
 }
 
