@@ -493,6 +493,8 @@ let package = Package(
                 "SwitchyardBackendLoader",
                 "SwitchyardTestSupport",
                 "SwitchyardPosix",
+                // The interface's structs themselves: a table as an older library built it.
+                "CSwitchyardBackendABI",
             ],
             swiftSettings: strict
         ),

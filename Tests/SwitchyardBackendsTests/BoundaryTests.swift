@@ -1,3 +1,4 @@
+import CSwitchyardBackendABI
 import Foundation
 import Switchyard
 import SwitchyardBackendKit
@@ -88,17 +89,32 @@ struct BoundaryTests {
         await defaults.shutdownNow()
     }
 
-    @Test("A stall timeout with the kernel's stall detection off is refused at the boundary with invalidArgument (invalid option), not dropped")
-    func kernelStallDetectionOffIsRefused() async throws {
-        let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
-        let backend = try Self.bridged(script)
+    @Test("The kernel's stall detection switched off crosses to the library; a library built before the interface carried it refuses it with invalidArgument (invalid option), never drops it")
+    func kernelStallDetectionOff() async throws {
         let configuration = TransportConfiguration(eventLoopCount: 1, stallTimeout: .seconds(2), kernelStallDetection: false)
-        #expect {
-            _ = try backend.make(configuration)
-        } throws: { error in
-            (error as? TransportError)?.code == .invalidArgument && (error as? TransportError)?.reason == .invalidOption
-        }
-        #expect(script.recorded.withLock { $0.configuration } == nil, "the library was asked to make a transport")
+        let script = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
+        let transport = try Self.bridged(script).make(configuration)
+        #expect(script.recorded.withLock { $0.configuration }?.kernelStallDetection == false)
+        await transport.shutdownNow()
+
+        // The table of a library built before the field: its size ends before
+        // `configuration_size`, so the host cannot know it would read the switch.
+        let older = Script(error: TransportError(code: .unavailable, reason: .refused, message: "as scripted"))
+        let exported = LoadableBackend.export(
+            TransportBackend(name: "scripted-older-\(UUID().uuidString.prefix(8))", summary: "", usesSockets: true) { configuration in
+                older.recorded.withLock { $0.configuration = configuration }
+                return ScriptedTransport(older)
+            })
+        let table = UnsafeMutablePointer<sy_backend>.allocate(capacity: 1)
+        defer { table.deallocate() }
+        table.initialize(to: exported.load(as: sy_backend.self))
+        table.pointee.size = UInt32(MemoryLayout<sy_backend>.offset(of: \.configuration_size)!)
+        table.pointee.configuration_size = 0
+        let backend = try LoadableBackend.load(entry: UnsafeRawPointer(table), origin: "an older table")
+        let error = #expect(throws: TransportError.self) { _ = try backend.make(configuration) }
+        #expect(error?.code == .invalidArgument && error?.reason == .invalidOption)
+        #expect(error?.message.contains("built before the backend library interface carried that setting") == true, "\(String(describing: error))")
+        #expect(older.recorded.withLock { $0.configuration } == nil, "the library was asked to make a transport")
         // Without a stall timeout the switch means nothing, and the transport is made.
         let plain = try backend.make(TransportConfiguration(eventLoopCount: 1, kernelStallDetection: false))
         await plain.shutdownNow()

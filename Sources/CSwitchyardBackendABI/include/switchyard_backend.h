@@ -115,6 +115,13 @@ typedef struct sy_configuration {
     bool has_stall_timeout;
     sy_duration stall_timeout;   ///< when has_stall_timeout
     int64_t reserved_descriptors;
+
+    // Added after the first fields (a library reads it only when `size` covers it).
+    /// `kernelStallDetection`: false turns off the kernel's own stall detection (keepalive,
+    /// `TCP_USER_TIMEOUT`) where the backend has one, leaving the stall monitor alone.
+    /// Missing: true. A host sends false only to a library whose table's
+    /// `configuration_size` covers this field: an older library would ignore it.
+    bool kernel_stall_detection;
 } sy_configuration;
 
 /// `ConnectOptions`.
@@ -247,6 +254,9 @@ typedef struct sy_backend {
     /// as the conformance kit's listeners (a fresh one each call; for a Unix-domain
     /// backend a new socket path). May be NULL: 127.0.0.1, port 0.
     void (*backend_local_endpoint)(const struct sy_backend *backend, sy_endpoint_fn result, void *context);
+    /// sizeof(sy_configuration) as the library was built: which of the configuration's
+    /// fields it reads (0, or missing: those of the first version only).
+    uint32_t configuration_size;
 } sy_backend;
 
 /// The entry point a backend library exports. Returns the same table on every call.

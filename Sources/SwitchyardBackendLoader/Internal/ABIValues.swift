@@ -16,6 +16,15 @@ enum ABISize {
     static let handlerCallbacks = UInt32(MemoryLayout<sy_handler_callbacks>.size)
     static let acceptCallbacks = UInt32(MemoryLayout<sy_accept_callbacks>.size)
     static let backend = UInt32(MemoryLayout<sy_backend>.size)
+
+    /// The configuration's fields of the first version: those before the first field
+    /// added later (`kernel_stall_detection`).
+    static let firstConfiguration = UInt32(MemoryLayout<sy_configuration>.offset(of: \.kernel_stall_detection)!)
+
+    /// The size a configuration must have for `field` to be in it.
+    static func configurationCovering<Field>(_ field: KeyPath<sy_configuration, Field>) -> UInt32 {
+        UInt32(MemoryLayout<sy_configuration>.offset(of: field)! + MemoryLayout<Field>.size)
+    }
 }
 
 extension TransportError.Reason {
@@ -149,21 +158,24 @@ extension TransportConfiguration {
         var configuration = sy_configuration(
             size: ABISize.configuration, event_loop_count: eventLoopCount.map { Int64($0) } ?? -1,
             has_stall_timeout: stallTimeout != nil, stall_timeout: sy_duration(stallTimeout ?? .zero),
-            reserved_descriptors: Int64(reservedDescriptors))
+            reserved_descriptors: Int64(reservedDescriptors), kernel_stall_detection: kernelStallDetection)
         return withUnsafePointer(to: &configuration, body)
     }
 
-    /// The configuration the host passed.
-    /// - Throws: `invalidArgument`, reason `invalid option`, for a struct too small.
+    /// The configuration the host passed: the fields its `size` covers, the others at
+    /// their defaults.
+    /// - Throws: `invalidArgument`, reason `invalid option`, for a struct smaller than the
+    ///   first version's.
     init(abi configuration: UnsafePointer<sy_configuration>?) throws(TransportError) {
-        guard let configuration, configuration.pointee.size >= ABISize.configuration else {
+        guard let configuration, configuration.pointee.size >= ABISize.firstConfiguration else {
             throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "the host passed a transport configuration too small to read")
         }
         let value = configuration.pointee
         self.init(
             eventLoopCount: value.event_loop_count < 0 ? nil : Int(value.event_loop_count),
             stallTimeout: value.has_stall_timeout ? Duration(abi: value.stall_timeout) : nil,
-            reservedDescriptors: Int(value.reserved_descriptors))
+            reservedDescriptors: Int(value.reserved_descriptors),
+            kernelStallDetection: value.size >= ABISize.configurationCovering(\.kernel_stall_detection) ? value.kernel_stall_detection : true)
     }
 }
 

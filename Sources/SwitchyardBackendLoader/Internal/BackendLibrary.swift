@@ -153,6 +153,12 @@ final class BackendLibrary: @unchecked Sendable {
         }
     }
 
+    /// Whether the library reads `kernel_stall_detection` of the configuration it is made
+    /// with: its table says the configuration it was built with covers the field.
+    var readsKernelStallDetection: Bool {
+        table.configuration_size >= ABISize.configurationCovering(\.kernel_stall_detection)
+    }
+
     /// The size of the fields every table of this version has: those before the first
     /// field added later (`backend_local_endpoint`, which may be missing or NULL).
     static let requiredSize = UInt32(MemoryLayout<sy_backend>.offset(of: \.backend_local_endpoint)!)

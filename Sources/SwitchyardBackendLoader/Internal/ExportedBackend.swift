@@ -43,6 +43,7 @@ final class ExportedBackend: Sendable {
         var table = sy_backend()
         table.abi_version = SY_BACKEND_ABI_VERSION
         table.size = ABISize.backend
+        table.configuration_size = ABISize.configuration
 
         // Transport.
         table.transport_make = { backend, configuration, done, context in

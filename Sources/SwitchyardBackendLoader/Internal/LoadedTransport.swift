@@ -75,11 +75,12 @@ final class LoadedTransport: Transport {
         // Checked here, where it is whole: across the C boundary a negative loop count
         // would read as "one per core".
         try configuration.validate()
-        // The library interface has no field for the switch: refuse it rather than drop it.
-        if configuration.stallTimeout != nil && !configuration.kernelStallDetection {
+        // A library built before the interface carried the switch would drop it: refuse it
+        // there instead.
+        if configuration.stallTimeout != nil && !configuration.kernelStallDetection && !library.readsKernelStallDetection {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,
-                message: "a loaded backend cannot be made with kernelStallDetection off: the backend library interface does not carry that setting")
+                message: "backend library '\(library.origin)' cannot be made with kernelStallDetection off: it was built before the backend library interface carried that setting; rebuild it against this Switchyard")
         }
         var result: Result<OpaquePointer, TransportError>?
         withUnsafeMutablePointer(to: &result) { slot in
