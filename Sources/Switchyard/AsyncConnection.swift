@@ -156,20 +156,29 @@ public final class AsyncConnection: Sendable {
         var result: [UInt8] = []
         result.reserveCapacity(count)
         while result.count < count {
-            guard let chunk = try await read() else {
+            guard let chunk = try await read(upTo: count - result.count) else {
                 throw TransportError(
                     code: .unavailable, reason: .closed,
                     message: "end of stream after \(result.count) of \(count) bytes")
             }
-            let need = count - result.count
-            if chunk.count <= need {
-                result += chunk
-            } else {
-                result += chunk[..<need]
-                pushBack(Array(chunk[need...]))
-            }
+            result += chunk
         }
         return result
+    }
+
+    /// The next chunk of bytes, at most `maxCount` of them (the rest stays for the next
+    /// read), or `nil` once the peer ended the stream. A reader that must say how much of
+    /// a message arrived (a timeout's report, a progress line) reads with it.
+    /// - Throws: as ``read()``; `invalidArgument`, reason `invalid option`, for a
+    ///   `maxCount` below 1.
+    public func read(upTo maxCount: Int) async throws -> [UInt8]? {
+        guard maxCount > 0 else {
+            throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "read(upTo:) needs a maxCount of at least 1, not \(maxCount)")
+        }
+        guard let chunk = try await read() else { return nil }
+        if chunk.count <= maxCount { return chunk }
+        pushBack(Array(chunk[maxCount...]))
+        return Array(chunk[..<maxCount])
     }
 
     /// Reads everything until the peer ends the stream.

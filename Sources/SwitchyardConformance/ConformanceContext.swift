@@ -165,6 +165,29 @@ public struct ConformanceContext: Sendable {
         return try await raceAgainstDeadline(.milliseconds(Int(seconds * 1000)), onTimeout: { timeout }, body)
     }
 
+    /// Runs `body`, which reports what it has seen to `progress`, and returns its result;
+    /// fails once nothing moved for `quiet` seconds (a transfer that stopped: the
+    /// failure says how far it got) or once `seconds` pass in all.
+    func within<T: Sendable>(
+        seconds: Double, quiet: Double = quietLimit, _ what: String, progress: WaitProgress,
+        file: String = #fileID, line: Int = #line, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let started = ContinuousClock.now
+        let end = started + .milliseconds(Int(seconds * 1000))
+        let quietSpan = Duration.milliseconds(Int(quiet * 1000))
+        return try await raceAgainstWatchdog({ now in
+            let (seen, changed) = progress.snapshot
+            if now >= end {
+                return failure("timed out after \(seconds) s: \(what): \(seen)", file: file, line: line)
+            }
+            if now - changed >= quietSpan {
+                return failure(
+                    "\(what): nothing moved for \(quiet) s (\(milliseconds(now - started)) in all): \(seen)", file: file, line: line)
+            }
+            return nil
+        }, body)
+    }
+
     /// Polls `condition` every few milliseconds until it holds, or fails after `seconds`.
     public func waitUntil(
         seconds: Double, _ what: String, file: String = #fileID, line: Int = #line, _ condition: () -> Bool
@@ -173,6 +196,42 @@ public struct ConformanceContext: Sendable {
         while !condition() {
             if ContinuousClock.now >= deadline {
                 throw failure("timed out after \(seconds) s waiting until \(what)", file: file, line: line)
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    /// Polls `condition` every few milliseconds until it holds: a wait for what comes in
+    /// milliseconds (an echo, a callback, a count reaching its mark). It fails once
+    /// `quiet` seconds pass in which neither `what` nor `seen()` changed (both are read
+    /// again as it waits, so a `what` that quotes a count, "(it has 999)", is progress
+    /// when the count moves), or once `seconds` pass in all. The failure quotes both as
+    /// they were at the end: what arrived, not only what did not.
+    func waitUntil(
+        seconds: Double, quiet: Double, _ what: @autoclosure () -> String, seen: () -> String = { "" },
+        file: String = #fileID, line: Int = #line, _ condition: () -> Bool
+    ) async throws {
+        let started = ContinuousClock.now
+        let deadline = started + .milliseconds(Int(seconds * 1000))
+        let quietSpan = Duration.milliseconds(Int(quiet * 1000))
+        var last = what() + seen()
+        var changed = started
+        while !condition() {
+            let now = ContinuousClock.now
+            let current = what() + seen()
+            if current != last {
+                last = current
+                changed = now
+            }
+            let saw = seen()
+            let quoted = saw.isEmpty ? "" : "; \(saw)"
+            if now >= deadline {
+                throw failure("timed out after \(seconds) s waiting until \(what())\(quoted)", file: file, line: line)
+            }
+            if now - changed >= quietSpan {
+                throw failure(
+                    "waited \(milliseconds(now - started)) until \(what()), and nothing moved in the last \(quiet) s\(quoted)",
+                    file: file, line: line)
             }
             try await Task.sleep(for: .milliseconds(2))
         }
@@ -286,30 +345,68 @@ public struct ConformanceContext: Sendable {
         }
     }
 
-    /// Reads exactly `count` bytes, failing after `seconds`.
+    /// Reads exactly `count` bytes, failing once none arrived for `quiet` seconds or after
+    /// `seconds` in all; a failure says how many arrived and when the last did.
     public func read(
         exactly count: Int, from connection: AsyncConnection, seconds: Double = 30,
         file: String = #fileID, line: Int = #line
     ) async throws -> [UInt8] {
+        try await read(exactly: count, from: connection, seconds: seconds, quiet: quietLimit, file: file, line: line)
+    }
+
+    /// Reads exactly `count` bytes, failing once none arrived for `quiet` seconds or after
+    /// `seconds` in all; a failure says how many arrived and when the last did.
+    func read(
+        exactly count: Int, from connection: AsyncConnection, seconds: Double = 30, quiet: Double,
+        file: String = #fileID, line: Int = #line
+    ) async throws -> [UInt8] {
+        let what = "reading \(count) bytes on \(Self.name(of: connection))"
+        let progress = WaitProgress("0 of \(count) bytes arrived")
         do {
-            return try await within(seconds: seconds, "reading \(count) bytes", file: file, line: line) {
-                try await connection.read(exactly: count)
+            return try await within(seconds: seconds, quiet: quiet, what, progress: progress, file: file, line: line) {
+                var received: [UInt8] = []
+                received.reserveCapacity(count)
+                let started = ContinuousClock.now
+                while received.count < count {
+                    guard let chunk = try await connection.read(upTo: count - received.count) else {
+                        throw TransportError(
+                            code: .unavailable, reason: .closed, message: "end of stream after \(received.count) of \(count) bytes")
+                    }
+                    received += chunk
+                    progress.advance("\(received.count) of \(count) bytes arrived, the last \(milliseconds(.now - started)) after the read began")
+                }
+                return received
             }
         } catch let error as TransportError {
-            throw failure("reading \(count) bytes failed: \(error)", file: file, line: line)
+            throw failure("\(what) failed: \(error)", file: file, line: line)
         }
     }
 
-    /// Reads until end of stream, failing after `seconds`.
+    /// Reads until end of stream, failing once nothing arrived for a while or after
+    /// `seconds` in all; a failure says how many bytes arrived.
     public func readToEnd(
         from connection: AsyncConnection, seconds: Double = 30, file: String = #fileID, line: Int = #line
     ) async throws -> [UInt8] {
+        let what = "reading to end of stream on \(Self.name(of: connection))"
+        let progress = WaitProgress("0 bytes arrived, no end of stream")
         do {
-            return try await within(seconds: seconds, "reading to end of stream", file: file, line: line) {
-                try await connection.readToEnd()
+            return try await within(seconds: seconds, what, progress: progress, file: file, line: line) {
+                var received: [UInt8] = []
+                while let chunk = try await connection.read() {
+                    received += chunk
+                    progress.advance("\(received.count) bytes arrived, no end of stream")
+                }
+                return received
             }
         } catch let error as TransportError {
-            throw failure("reading to end of stream failed: \(error)", file: file, line: line)
+            throw failure("\(what) failed: \(error)", file: file, line: line)
         }
+    }
+
+    /// A connection as a failure names it: its backend and its two addresses, which say
+    /// which side it is (the server's is the listener's port).
+    static func name(of connection: AsyncConnection) -> String {
+        let raw = connection.connection
+        return "the \(raw.backendName) connection \(raw.localAddress) → \(raw.remoteAddress)"
     }
 }

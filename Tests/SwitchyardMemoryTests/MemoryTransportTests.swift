@@ -37,6 +37,32 @@ struct MemoryTransportTests {
         }
     }
 
+    @Test("AsyncConnection.read(upTo:) returns at most so many bytes and keeps the rest, in order, for the next read; below 1 is invalidArgument")
+    func readUpTo() async throws {
+        try await withTransports { client, server in
+            let listener = try await server.listen(on: Endpoint(host: "127.0.0.1", port: 0))
+            defer { listener.close() }
+            let connection = AsyncConnection(try await client.connect(to: Endpoint(host: "127.0.0.1", port: listener.localAddress.port)))
+            let accepted = AsyncConnection(try #require(await firstConnection(of: listener)))
+            let payload = pattern(count: 1000)
+            try await connection.write(payload)
+            try await connection.shutdownOutput()
+
+            var received: [UInt8] = []
+            var chunks = 0
+            while let chunk = try await accepted.read(upTo: 7) {
+                #expect((1...7).contains(chunk.count), "a chunk of \(chunk.count) bytes")
+                received += chunk
+                chunks += 1
+            }
+            #expect(received == payload)
+            #expect(chunks >= 1000 / 7)
+            await #expect(throws: TransportError.self) { _ = try await accepted.read(upTo: 0) }
+            connection.close()
+            accepted.close()
+        }
+    }
+
     @Test("addresses are real: ports above zero, no wildcard, each end mirrors the other, IPv6 too", arguments: ["127.0.0.1", "::1", "0.0.0.0"])
     func addresses(host: String) async throws {
         try await withTransports { client, server in

@@ -77,6 +77,12 @@ final class CallRecorder: CallHandler {
     var snapshot: Events { events.withLock { $0 } }
     var messageCount: Int { events.withLock { $0.received } }
     var writeCount: Int { events.withLock { $0.writes } }
+
+    /// What the call recorded so far, for a wait's failure to quote.
+    func seen() -> String {
+        let log = snapshot.log
+        return "that call had recorded \(log.count) events\(log.isEmpty ? "" : ", the last ones \(log.suffix(4))")"
+    }
     var status: CallStatus? { events.withLock { $0.statuses.first } }
     /// When the call ended (`didClose` ran), if it has.
     var closedAt: ContinuousClock.Instant? { events.withLock { $0.closedAt } }
@@ -180,15 +186,31 @@ extension ConformanceContext {
     }
 
     /// Waits for the recorded call's status; a timeout names what the call had seen.
+    /// With `quiet`, a status due in milliseconds: the wait also fails once the call
+    /// recorded nothing new for `quiet` seconds.
     func status(
-        of recorder: CallRecorder, _ what: String, seconds: Double = 10, file: String = #fileID, line: Int = #line
+        of recorder: CallRecorder, _ what: String, seconds: Double = 10, quiet: Double? = nil,
+        file: String = #fileID, line: Int = #line
     ) async throws -> CallStatus {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let started = ContinuousClock.now
+        let deadline = started + .milliseconds(Int(seconds * 1000))
+        var events = recorder.snapshot.log.count
+        var changed = started
         while true {
             if let status = recorder.status { return status }
-            if ContinuousClock.now >= deadline {
-                let log = recorder.snapshot.log
-                throw failure("timed out after \(seconds) s waiting until \(what) ended; it had recorded \(log.count) events, the last ones \(log.suffix(4))", file: file, line: line)
+            let now = ContinuousClock.now
+            if now >= deadline {
+                throw failure("timed out after \(seconds) s waiting until \(what) ended; \(recorder.seen())", file: file, line: line)
+            }
+            let recorded = recorder.snapshot.log.count
+            if recorded != events {
+                events = recorded
+                changed = now
+            }
+            if let quiet, now - changed >= .milliseconds(Int(quiet * 1000)) {
+                throw failure(
+                    "waited \(milliseconds(now - started)) until \(what) ended, and nothing moved in the last \(quiet) s; \(recorder.seen())",
+                    file: file, line: line)
             }
             try await Task.sleep(for: .milliseconds(2))
         }

@@ -47,6 +47,22 @@ extension ConformanceContext {
     }
 }
 
+extension ConformanceContext {
+    /// ``step(_:seconds:file:line:_:)`` for a step whose parts come in milliseconds: it
+    /// reports what it has seen to `progress`, and fails once that did not move for
+    /// ``quietLimit`` (quoting it), or after `seconds` in all.
+    func step<T: Sendable>(
+        _ what: String, seconds: Double = 30, progress: WaitProgress, file: String = #fileID, line: Int = #line,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        do {
+            return try await within(seconds: seconds, what, progress: progress, file: file, line: line, body)
+        } catch let error as TransportError {
+            throw failure("\(what) failed: \(error); \(progress.snapshot.seen)", file: file, line: line)
+        }
+    }
+}
+
 /// Write completions, recorded in the order they ran, from any thread.
 final class CompletionLog: Sendable {
     struct Entry: Sendable {

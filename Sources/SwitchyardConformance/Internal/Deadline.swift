@@ -1,5 +1,12 @@
 import Synchronization
 
+/// How long, in seconds, a wait for what comes in milliseconds (the next bytes of an
+/// echo, the next event of a call, a callback) may see nothing move before it fails and
+/// says how far it got. Generous for a debug build under a sanitizer on a busy machine;
+/// a backend that loses bytes fails in about this time, not in a scenario's whole time
+/// limit.
+let quietLimit: Double = 2
+
 /// Runs `body` in its own task and returns its result, or returns `onTimeout()`'s error
 /// once `limit` passes, whichever comes first.
 ///
@@ -11,24 +18,63 @@ func raceAgainstDeadline<T: Sendable>(
     onTimeout: @escaping @Sendable () -> any Error,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
+    let end = ContinuousClock.now + limit
+    return try await raceAgainstWatchdog({ now in now >= end ? onTimeout() : nil }, body)
+}
+
+/// Runs `body` in its own task and returns its result, or the error `check` returns
+/// first: the watchdog asks it every few milliseconds, with the time, whether the wait
+/// is over (for a wait that ends when nothing has moved for a while, ``WaitProgress``).
+/// A body that does not finish is cancelled and abandoned, as in ``raceAgainstDeadline``.
+func raceAgainstWatchdog<T: Sendable>(
+    _ check: @escaping @Sendable (ContinuousClock.Instant) -> (any Error)?,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let gate = ResumeOnce<T>()
     let work = Task { try await body() }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             gate.install(continuation)
-            let timer = Task {
-                try? await Task.sleep(for: limit)
-                if Task.isCancelled { return }
-                if gate.resume(with: .failure(onTimeout())) { work.cancel() }
+            let watchdog = Task {
+                while !Task.isCancelled {
+                    if let error = check(.now) {
+                        if gate.resume(with: .failure(error)) { work.cancel() }
+                        return
+                    }
+                    try? await Task.sleep(for: watchdogInterval)
+                }
             }
             Task {
                 let result = await work.result
-                timer.cancel()
+                watchdog.cancel()
                 gate.resume(with: result)
             }
         }
     } onCancel: {
         work.cancel()
+    }
+}
+
+/// How often a watchdog looks: far below every bound the kit waits with.
+private let watchdogInterval: Duration = .milliseconds(10)
+
+/// What a wait has seen so far, and when that last changed: the wait fails once it has
+/// not changed for its quiet limit, and its failure quotes it ("99 of 100 bytes arrived").
+final class WaitProgress: Sendable {
+    private let state: Mutex<(seen: String, changed: ContinuousClock.Instant)>
+
+    init(_ seen: String) {
+        state = Mutex((seen, .now))
+    }
+
+    /// Something moved: `seen` says what the wait has seen now.
+    func advance(_ seen: String) {
+        state.withLock { $0 = (seen, .now) }
+    }
+
+    /// What was seen, and when it last changed.
+    var snapshot: (seen: String, changed: ContinuousClock.Instant) {
+        state.withLock { $0 }
     }
 }
 

@@ -39,6 +39,13 @@ final class RecordingHandler: ConnectionHandler {
 
     var byteCount: Int { events.withLock { $0.bytes.count } }
 
+    /// What the connection delivered so far, for a wait's failure to quote.
+    func seen() -> String {
+        let events = snapshot
+        let closes = events.closes.map { $0.map { "\($0.code) (\($0.reason))" } ?? "no error" }
+        return "that connection had read \(events.bytes.count) bytes, \(events.readEnds) ends of stream, and closed \(closes.isEmpty ? "not yet" : closes.joined(separator: ", "))"
+    }
+
     func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {
         events.withLock { events in
             checkLoop("connectionDidRead", &events)

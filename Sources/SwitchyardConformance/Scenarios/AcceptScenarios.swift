@@ -13,7 +13,7 @@ extension ConformanceScenario {
         // Two connections accepted before the handler is set (the late accept).
         var clients: [AsyncConnection] = []
         for _ in 0..<2 { clients.append(AsyncConnection(try await context.connect(to: endpoint))) }
-        try await context.waitUntil(seconds: 5, "two connections were accepted and queued") { listener.connections.queuedCount == 2 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "two connections were accepted and queued") { listener.connections.queuedCount == 2 }
 
         let received = Mutex<[(peer: Endpoint, onLoop: Bool)]>([])
         listener.acceptConnections { connection in
@@ -21,7 +21,7 @@ extension ConformanceScenario {
             EchoHandler(connection).start()
         }
         for _ in 0..<8 { clients.append(AsyncConnection(try await context.connect(to: endpoint))) }
-        try await context.waitUntil(seconds: 10, "the handler got all 10 connections") { received.withLock { $0.count } == 10 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the handler got all 10 connections") { received.withLock { $0.count } == 10 }
         let got = received.withLock { $0 }
         try context.expect(got.allSatisfy(\.onLoop), "the handler ran off a connection's loop")
         try context.expectEqual(

@@ -80,13 +80,13 @@ extension ConformanceScenario {
             if wait == "write" {
                 context.log("the write was pending after \(outcome.writes) MiB were taken")
             }
-            try await context.waitUntil(seconds: 10, "the server's call of the cancelled \(wait) started") { serverCalls.count > index }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server's call of the cancelled \(wait) started") { serverCalls.count > index }
             if context.listensOnPaths {
                 // On a network of socket paths the client's reset is a close: an end of
                 // stream, which a call whose reads are stopped (the write's, pushed back)
                 // reads only once it asks. It asks now.
                 if wait == "write" { serverCallObjects[index].receiveNextMessages(1 << 20) }
-                let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the cancelled \(wait)")
+                let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the cancelled \(wait)", quiet: quietLimit)
                 context.log("the server's call of the cancelled \(wait) ended: \(serverStatus)")
             } else {
                 // The server's call asks for nothing (for the write, its reads are stopped
@@ -144,8 +144,8 @@ extension ConformanceScenario {
             outcome.after >= timeout && outcome.after < timeout + .milliseconds(100),
             "the call ended \(outcome.after) after it was asked for; its deadline was \(timeout) (within 100 ms of it expected)")
         context.record("deadline passed, call ended after", outcome.after)
-        try await context.waitUntil(seconds: 10, "the server's call started") { serverCalls.count > index }
-        let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the call past its deadline")
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server's call started") { serverCalls.count > index }
+        let serverStatus = try await context.status(of: serverCalls[index], "the server's call of the call past its deadline", quiet: quietLimit)
         try context.expect(!serverStatus.isOK, "the server's call ended OK after the client's deadline passed")
 
         // A call that finishes in time: OK, and still OK after its deadline.

@@ -132,10 +132,10 @@ extension ConformanceScenario {
             _ = try await context.step("starting a call with \(limit + 1) bytes of headers", seconds: 15) {
                 try await channel.startCall(method: "/m", metadata: over, handler: recorder)
             }
-            let status = try await context.status(of: recorder, "the client's call whose headers are \(limit + 1) bytes")
+            let status = try await context.status(of: recorder, "the client's call whose headers are \(limit + 1) bytes", quiet: quietLimit)
             try context.expect(status.error?.code == .unavailable, "the client's call whose headers were refused ended with \(status); expected unavailable (the server closed it)")
-            try await context.waitUntil(seconds: 10, "the server made the refused call's handler") { serverCalls.count > index }
-            let serverStatus = try await context.status(of: serverCalls[index], "the server's call with \(limit + 1) bytes of headers")
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server made the refused call's handler") { serverCalls.count > index }
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call with \(limit + 1) bytes of headers", quiet: quietLimit)
             try context.expectStatus(serverStatus, code: .resourceExhausted, reason: .metadataTooLarge, "the server's call with \(limit + 1) bytes of headers")
             try context.expectEqual(serverCalls[index].snapshot.messages.count, 0, "messages the refused call's handler received")
             try context.expectWellBehaved(serverCalls[index], "the server's call with headers over its limit")
@@ -155,8 +155,8 @@ extension ConformanceScenario {
             let index = serverCalls.count
             let connection = AsyncConnection(try await context.connect(to: endpoint))
             try await context.step("writing \(input.name)") { try await connection.write(input.bytes) }
-            try await context.waitUntil(seconds: 10, "the server made the call's handler after \(input.name)") { serverCalls.count > index }
-            let status = try await context.status(of: serverCalls[index], "the server's call after \(input.name)")
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server made the call's handler after \(input.name)") { serverCalls.count > index }
+            let status = try await context.status(of: serverCalls[index], "the server's call after \(input.name)", quiet: quietLimit)
             try context.expectStatus(status, code: .internal, reason: .protocolViolation, "the server's call after \(input.name)")
             _ = try await context.drainToEndOrReset(connection, "the raw client's read after \(input.name)")
             connection.close()
@@ -164,6 +164,6 @@ extension ConformanceScenario {
             let next = try await echoCall(method, metadata, "a call after \(input.name)")
             try expectIntact(next, method: method, metadata: metadata, "a call after \(input.name)")
         }
-        try await context.waitUntil(seconds: 10, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
     }
 }

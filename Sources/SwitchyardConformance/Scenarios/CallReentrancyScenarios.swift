@@ -22,14 +22,18 @@ extension ConformanceScenario {
         let channel = context.channel(to: server)
         let count = 300
         let messages = (0..<count).map { ConformancePattern.bytes(count: $0 % 97, seed: UInt64(37_000 + $0)) }
-        let (replies, status) = try await context.within(seconds: 30, "\(count) messages echoed one at a time") {
+        let progress = WaitProgress("0 of \(count) replies")
+        let (replies, status) = try await context.within(seconds: 30, "\(count) messages echoed one at a time", progress: progress) {
             try await channel.withCall(options: CallConfiguration()) { call in
                 // All at once without waiting: many frames arrive in one read, so the
                 // server handles several messages in one turn of its loop.
                 for message in messages { call.call.send(message) }
                 try await call.finishSending()
                 var replies: [[UInt8]] = []
-                for try await message in call.messages { replies.append(message) }
+                for try await message in call.messages {
+                    replies.append(message)
+                    progress.advance("\(replies.count) of \(count) replies")
+                }
                 return (replies, await call.status())
             }
         }

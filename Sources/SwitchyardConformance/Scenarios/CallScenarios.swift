@@ -81,9 +81,9 @@ extension ConformanceScenario {
                     call.send(payload)
                 }
             }
-            try await context.waitUntil(seconds: 20, "the server received all \(count) messages (\(label))") { received.count >= count }
+            try await context.waitUntil(seconds: 20, quiet: quietLimit, "the server received all \(count) messages (\(label); it has \(received.count))") { received.count >= count }
             if flowControl {
-                try await context.waitUntil(seconds: 10, "\(count) didWriteData arrived (\(label))") { recorder.writeCount >= count }
+                try await context.waitUntil(seconds: 10, quiet: quietLimit, "\(count) didWriteData arrived (\(label))", seen: recorder.seen) { recorder.writeCount >= count }
             }
             // Anything extra would come soon after; wait a little for it.
             try await Task.sleep(for: .milliseconds(200))
@@ -112,7 +112,7 @@ extension ConformanceScenario {
             // asks for the reply (there is none, only the status).
             call.finishSending()
             if flowControl { call.receiveNextMessage() }
-            let status = try await context.status(of: recorder, "the client's call (\(label))")
+            let status = try await context.status(of: recorder, "the client's call (\(label))", quiet: quietLimit)
             try context.expectOK(status, "the client's status (\(label))")
             try context.expectWellBehaved(recorder, "the client's call (\(label))")
             context.log("\(label): \(events.writes) didWriteData for \(count) messages")
@@ -139,7 +139,7 @@ extension ConformanceScenario {
         call.receiveNextMessages(2)
         call.receiveNextMessage()
         call.send(Array("go".utf8))
-        try await context.waitUntil(seconds: 10, "the 3 messages asked for arrived") { recorder.messageCount >= 3 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the 3 messages asked for arrived", seen: recorder.seen) { recorder.messageCount >= 3 }
         try await Task.sleep(for: .milliseconds(200))
         try context.expectEqual(recorder.messageCount, 3, "messages delivered 200 ms after receiveNextMessages(2) and receiveNextMessage() (10 were sent)")
 
@@ -147,7 +147,7 @@ extension ConformanceScenario {
         call.receiveNextMessage()
         call.receiveNextMessage()
         call.receiveNextMessages(0)
-        try await context.waitUntil(seconds: 10, "2 more messages arrived after receiveNextMessage() twice") { recorder.messageCount >= 5 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "2 more messages arrived after receiveNextMessage() twice", seen: recorder.seen) { recorder.messageCount >= 5 }
         try await Task.sleep(for: .milliseconds(200))
         try context.expectEqual(recorder.messageCount, 5, "messages delivered 200 ms after asking for 5 in all")
         if let status = recorder.status {
@@ -157,7 +157,7 @@ extension ConformanceScenario {
         // The rest, in two stacked requests; then the status.
         call.receiveNextMessages(3)
         call.receiveNextMessages(2)
-        let status = try await context.status(of: recorder, "the call, once all 10 messages were asked for")
+        let status = try await context.status(of: recorder, "the call, once all 10 messages were asked for", quiet: quietLimit)
         try context.expectOK(status, "the client's status")
         let messages = recorder.snapshot.messages
         try context.expectEqual(messages.count, payloads.count, "messages delivered")
@@ -181,7 +181,7 @@ extension ConformanceScenario {
         let recorder = CallRecorder()
         // The client never calls receiveNextMessage().
         _ = try await context.startCall(on: context.channel(to: server), handler: recorder)
-        let status = try await context.status(of: recorder, "the call that never asked for a message")
+        let status = try await context.status(of: recorder, "the call that never asked for a message", quiet: quietLimit)
         try context.expectOK(status, "the client's status")
         let events = recorder.snapshot
         try context.expectEqual(events.messages.count, payloads.count, "messages delivered without asking")
@@ -221,13 +221,13 @@ extension ConformanceScenario {
         let sender = PacedSender(total: total, window: window, message: message)
         let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: sender)
         sender.start(call)
-        try await context.waitUntil(seconds: 10, "the server accepted the call") { readerCalls.count == 1 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the call") { readerCalls.count == 1 }
         let readerCall = readerCalls[0]
 
         // The reader asks for one message (so it has read from the connection), then
         // for nothing.
         readerCall.receiveNextMessage()
-        try await context.waitUntil(seconds: 10, "the reader got the one message it asked for") { reader.state.received >= 1 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the reader got the one message it asked for (it has \(reader.state.received))", seen: reader.recorder.seen) { reader.state.received >= 1 }
         let quietWait = ContinuousClock.now
         while ContinuousClock.now - sender.state.lastCompletion < .milliseconds(500) {
             let completed = sender.state.completed
@@ -252,7 +252,7 @@ extension ConformanceScenario {
         // client's end); every message arrives intact and in order; both ends end OK.
         let started = ContinuousClock.now
         readerCall.receiveNextMessages(total)
-        try await context.waitUntil(seconds: 180, "the reader got all \(total) messages") {
+        try await context.waitUntil(seconds: 180, quiet: quietLimit, "the reader got all \(total) messages") {
             reader.state.received >= total || reader.state.failure != nil
         }
         if let failure = reader.state.failure { try context.fail(failure) }
@@ -355,9 +355,9 @@ extension ConformanceScenario {
             if input.thenEndStream {
                 try await context.step("shutdownOutput after \(input.name)") { try await raw.shutdownOutput() }
             }
-            try await context.waitUntil(seconds: 10, "the server accepted the raw client's call") { serverCalls.count > index }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the raw client's call") { serverCalls.count > index }
             let recorder = serverCalls[index]
-            let status = try await context.status(of: recorder, "the server's call after \(input.name)")
+            let status = try await context.status(of: recorder, "the server's call after \(input.name)", quiet: quietLimit)
             try context.expectStatus(status, code: input.code, reason: input.reason, "the server's call after \(input.name)")
             try context.expectEqual(recorder.snapshot.messages.count, input.messagesBefore, "messages the server's call received before \(input.name)")
             try context.expectWellBehaved(recorder, "the server's call after \(input.name)")
@@ -385,7 +385,7 @@ extension ConformanceScenario {
             try context.expectEqual(replies.count, 1, "echoed messages in a normal call after \(input.name)")
             try context.expectBytes(replies[0], message, "the echo in a normal call after \(input.name)")
         }
-        try await context.waitUntil(seconds: 10, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
 
         // A bad server: the client's call ends with the protocol error.
         enum Ending { case none, endStream, close }
@@ -431,7 +431,7 @@ extension ConformanceScenario {
             case .endStream: try await context.step("the raw server's shutdownOutput after \(input.name)") { try await peer.shutdownOutput() }
             case .close: peer.close()
             }
-            let status = try await context.status(of: recorder, "the client's call after the server sent \(input.name)")
+            let status = try await context.status(of: recorder, "the client's call after the server sent \(input.name)", quiet: quietLimit)
             try context.expectStatus(status, code: input.code, reason: input.reason, "the client's call after the server sent \(input.name)")
             let events = recorder.snapshot
             try context.expectEqual(events.messages.count, input.messagesBefore, "messages the client's call received before \(input.name)")
@@ -446,7 +446,7 @@ extension ConformanceScenario {
             peer.close()
             context.log("server sent \(input.name): the client's call ended with \(status); the raw server saw \(ending)")
         }
-        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(rawChannel.openCalls))") { rawChannel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(rawChannel.openCalls))") { rawChannel.openCalls == 0 }
     }
 
     /// 24. A broken connection ends the call with unavailable; cancel breaks it for the peer.
@@ -482,11 +482,14 @@ extension ConformanceScenario {
         for flowControl in [false, true] {
             let label = flowControl ? "flow control on" : "flow control off"
             let index = serverCalls.count
-            let outcome = try await context.step("a call whose server resets mid-call (\(label))", seconds: 20) {
+            let progress = WaitProgress("the call has not started")
+            let outcome = try await context.step("a call whose server resets mid-call (\(label))", seconds: 20, progress: progress) {
                 try await channel.withCall(options: CallConfiguration(enableFlowControl: flowControl)) { call -> (echo: [UInt8]?, error: (any Error)?, status: CallStatus) in
                     try await call.write(first)
+                    progress.advance("the call sent its first message, no echo yet")
                     var messages = call.messages.makeAsyncIterator()
                     let echo = try await messages.next()
+                    progress.advance("the call had the echo of its first message (\(echo?.count ?? 0) bytes), and sent the request to reset; no end yet")
                     try await call.write(resetMessage)
                     do {
                         while try await messages.next() != nil {}
@@ -499,7 +502,7 @@ extension ConformanceScenario {
             try context.expectBytes(outcome.echo ?? [], first, "the echo before the reset (\(label))")
             try context.expectError(outcome.error, code: .unavailable, reason: context.peerResetReason, "the client's next message after the server reset (\(label))")
             try context.expectStatus(outcome.status, code: .unavailable, reason: context.peerResetReason, "the client's status after the server reset (\(label))")
-            let serverStatus = try await context.status(of: serverCalls[index], "the server's call that reset its connection")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call that reset its connection", quiet: quietLimit)
             try context.expect(!serverStatus.isOK, "the server's call that reset its connection ended OK")
             context.log("server reset (\(label)): the client's call ended with \(outcome.status); the server's with \(serverStatus)")
         }
@@ -510,11 +513,11 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: channel, handler: recorder)
             call.send(first)
-            try await context.waitUntil(seconds: 10, "the echo of the first message arrived") { recorder.messageCount >= 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the echo of the first message arrived", seen: recorder.seen) { recorder.messageCount >= 1 }
             call.cancel()
-            let status = try await context.status(of: recorder, "the cancelled client call")
+            let status = try await context.status(of: recorder, "the cancelled client call", quiet: quietLimit)
             try context.expectStatus(status, code: .cancelled, reason: .callCancelled, "the client's status after cancel()")
-            let serverStatus = try await context.status(of: serverCalls[index], "the server's call whose client cancelled")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's call whose client cancelled", quiet: quietLimit)
             // Over TLS on socket paths the reset is a close without `close_notify`, and the
             // TLS layer, having read what was there, reports `truncated` (see peerResetReason).
             let cancelReason: TransportError.Reason = context.peerResetReason == .truncated ? .truncated : .reset
@@ -529,17 +532,17 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: channel, handler: recorder)
             call.send(first)
-            try await context.waitUntil(seconds: 10, "the echo of the first message arrived") { recorder.messageCount >= 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the echo of the first message arrived", seen: recorder.seen) { recorder.messageCount >= 1 }
             call.send(cancelMessage)
-            let status = try await context.status(of: recorder, "the client call whose server cancelled")
+            let status = try await context.status(of: recorder, "the client call whose server cancelled", quiet: quietLimit)
             try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the client's status after the server cancelled")
-            let serverStatus = try await context.status(of: serverCalls[index], "the server's cancelled call")
+            let serverStatus = try await context.status(of: serverCalls[index], "the server's cancelled call", quiet: quietLimit)
             try context.expectStatus(serverStatus, code: .cancelled, reason: .callCancelled, "the server's status after its cancel()")
             try context.expectWellBehaved(recorder, "the client call whose server cancelled")
             try context.expectWellBehaved(serverCalls[index], "the server's cancelled call")
         }
-        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
-        try await context.waitUntil(seconds: 5, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
     }
 
     /// 25. The next call after a broken one connects afresh.
@@ -561,10 +564,12 @@ extension ConformanceScenario {
         defer { server.close() }
         let channel = context.channel(to: server)
 
-        let broken = try await context.step("call 1, whose server resets", seconds: 20) {
+        let progress = WaitProgress("the call has not started")
+        let broken = try await context.step("call 1, whose server resets", seconds: 20, progress: progress) {
             try await channel.withCall { call -> (local: Endpoint, error: (any Error)?) in
                 let local = call.call.connection.localAddress
                 try await call.write(resetMessage)
+                progress.advance("the call sent the request to reset, and has no end yet")
                 do {
                     for try await _ in call.messages {}
                     return (local, nil)
@@ -581,7 +586,7 @@ extension ConformanceScenario {
         try context.expectEqual(fresh.replies.count, 1, "messages echoed in call 2")
         try context.expectBytes(fresh.replies[0], message, "call 2's echo")
         try context.expect(fresh.local != broken.local, "call 2 used local address \(fresh.local), the address of call 1's broken connection; expected a new connection")
-        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
         context.log("call 1 (local address \(broken.local)) broke with \(broken.error!); call 2 connected afresh from \(fresh.local) and ended OK")
     }
 }
@@ -606,7 +611,7 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
             call.receiveNextMessage()
-            let status = try await context.status(of: recorder, "a client call (flow control on) that asked for the one message the server sent, 300 ms before its status", seconds: 5)
+            let status = try await context.status(of: recorder, "a client call (flow control on) that asked for the one message the server sent, 300 ms before its status", seconds: 5, quiet: quietLimit)
             try context.expectOK(status, "the client's status")
             try context.expectEqual(recorder.snapshot.messages, [[1, 2, 3]], "the messages delivered")
         }
@@ -623,13 +628,13 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: context.channel(to: server), handler: recorder)
             call.send([4, 5, 6])
-            try await context.waitUntil(seconds: 10, "the server accepted the call") { serverCalls.count == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the call") { serverCalls.count == 1 }
             serverCalls[0].receiveNextMessage()
-            try await context.waitUntil(seconds: 10, "the server's call got the message it asked for") { serverRecorder.messageCount == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server's call got the message it asked for", seen: serverRecorder.seen) { serverRecorder.messageCount == 1 }
             try await Task.sleep(for: .milliseconds(300))
             call.finishSending()
-            try await context.waitUntil(seconds: 5, "the server's call (flow control on, its one request served) heard the client's end of stream") { serverRecorder.snapshot.ends == 1 }
-            let status = try await context.status(of: recorder, "the client's call", seconds: 5)
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server's call (flow control on, its one request served) heard the client's end of stream", seen: serverRecorder.seen) { serverRecorder.snapshot.ends == 1 }
+            let status = try await context.status(of: recorder, "the client's call", seconds: 5, quiet: quietLimit)
             try context.expectOK(status, "the client's status")
         }
         // The async face: write, finish sending, then the status, without iterating.
@@ -659,7 +664,7 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
             call.send(resetMessage)
-            let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5)
+            let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5, quiet: quietLimit)
             try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the status of a call that asked for nothing when its server reset")
         }
     }
@@ -710,7 +715,7 @@ extension ConformanceScenario {
                 let call = try await context.startCall(on: channel, handler: recorder)
                 for byte: UInt8 in 1...3 { call.send([byte]) }
                 call.finishSending()
-                let status = try await context.status(of: recorder, "round \(round): the client's call", seconds: 5)
+                let status = try await context.status(of: recorder, "round \(round): the client's call", seconds: 5, quiet: quietLimit)
                 try context.expectOK(status, "round \(round): the client's status")
                 try context.expectEqual(serverRecorders[round].snapshot.messages, [[1], [2], [3]], "round \(round): messages the server's call got after asking for 10 in makeHandler")
             }

@@ -17,7 +17,7 @@ extension ConformanceScenario {
         let shutdown = Task { try await client.shutdownOutput() }
         let received = try await context.readToEnd(from: server)
         try await context.step("the client's shutdownOutput") { try await shutdown.value }
-        try await context.waitUntil(seconds: 5, "the write queued before shutdownOutput completed") { writeResult.count == 1 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the write queued before shutdownOutput completed") { writeResult.count == 1 }
         try context.expect(writeResult.all[0].error == nil, "the write queued before shutdownOutput completed with \(writeResult.all[0].error!); expected nil")
         try context.expectBytes(received, request, "what the server read before end of stream")
         let again = try await context.step("a second read at end of stream") { try await server.read() }
@@ -141,7 +141,7 @@ extension ConformanceScenario {
                 },
                 code: .cancelled, reason: .closed, "shutdownOutput after close")
             client.close()
-            try await context.waitUntil(seconds: 5, "connectionDidClose ran after close()") { !events.snapshot.closes.isEmpty }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "connectionDidClose ran after close()", seen: events.seen) { !events.snapshot.closes.isEmpty }
             try await Task.sleep(for: .milliseconds(50))
             try context.expectEqual(events.snapshot.closes.count, 1, "connectionDidClose calls after closing twice")
             server.close()
@@ -173,10 +173,10 @@ extension ConformanceScenario {
                     await withCheckedContinuation { continuation in client.shutdownOutput { continuation.resume(returning: $0) } }
                 },
                 code: .failedPrecondition, reason: .outputShutdown, "a second shutdownOutput")
-            try await context.waitUntil(seconds: 5, "the peer saw end of stream") { serverEvents.snapshot.readEnds > 0 }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the peer saw end of stream", seen: serverEvents.seen) { serverEvents.snapshot.readEnds > 0 }
             try context.expectEqual(serverEvents.byteCount, 0, "bytes the peer read from writes refused after shutdownOutput")
             client.close()
-            try await context.waitUntil(seconds: 5, "connectionDidClose ran after shutdownOutput then close()") { !clientEvents.snapshot.closes.isEmpty }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "connectionDidClose ran after shutdownOutput then close()", seen: clientEvents.seen) { !clientEvents.snapshot.closes.isEmpty }
             try context.expect(clientEvents.snapshot.closes == [nil], "connectionDidClose after shutdownOutput then close() got \(clientEvents.snapshot.closes); expected one call with nil")
             server.close()
         }
@@ -197,7 +197,7 @@ extension ConformanceScenario {
             let handler = RecordingHandler(on: accepted)
             accepted.startReading()
             try await context.step("connection \(index)'s first write") { try await client.write([UInt8(index)]) }
-            try await context.waitUntil(seconds: 5, "the server side of connection \(index) read its byte") { handler.byteCount == 1 }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server side of connection \(index) read its byte", seen: handler.seen) { handler.byteCount == 1 }
             clients.append(client)
             handlers.append(handler)
         }

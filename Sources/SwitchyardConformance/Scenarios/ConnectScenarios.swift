@@ -46,8 +46,8 @@ extension ConformanceScenario {
         let pong = ConformancePattern.bytes(count: 1000, seed: 102)
         try context.expectEqual(try await context.write(ping, on: client), nil, "the client's write completion")
         try context.expectEqual(try await context.write(pong, on: server), nil, "the server's write completion")
-        try await context.waitUntil(seconds: 10, "the server read 1000 bytes (it has \(serverEvents.byteCount))") { serverEvents.byteCount >= 1000 }
-        try await context.waitUntil(seconds: 10, "the client read 1000 bytes (it has \(clientEvents.byteCount))") { clientEvents.byteCount >= 1000 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server read 1000 bytes (it has \(serverEvents.byteCount))", seen: serverEvents.seen) { serverEvents.byteCount >= 1000 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the client read 1000 bytes (it has \(clientEvents.byteCount))", seen: clientEvents.seen) { clientEvents.byteCount >= 1000 }
         try context.expectBytes(serverEvents.snapshot.bytes, ping, "what the server read")
         try context.expectBytes(clientEvents.snapshot.bytes, pong, "what the client read")
 
@@ -68,12 +68,12 @@ extension ConformanceScenario {
             }
             try context.expectAtOnce(ContinuousClock.now - closing, "descriptor released", "close() released the connection's descriptor")
         }
-        try await context.waitUntil(seconds: 5, "the client's connectionDidClose ran after close()") { !clientEvents.snapshot.closes.isEmpty }
-        try await context.waitUntil(seconds: 5, "the server saw end of stream after the client closed") { serverEvents.snapshot.readEnds > 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client's connectionDidClose ran after close()", seen: clientEvents.seen) { !clientEvents.snapshot.closes.isEmpty }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server saw end of stream after the client closed", seen: serverEvents.seen) { serverEvents.snapshot.readEnds > 0 }
         client.close()
         server.close()
         server.close()
-        try await context.waitUntil(seconds: 5, "the server's connectionDidClose ran after close()") { !serverEvents.snapshot.closes.isEmpty }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server's connectionDidClose ran after close()", seen: serverEvents.seen) { !serverEvents.snapshot.closes.isEmpty }
         try await Task.sleep(for: .milliseconds(100))
         for (side, events) in [("client", clientEvents.snapshot), ("server", serverEvents.snapshot)] {
             try context.expectEqual(events.closes.count, 1, "how many times the \(side)'s connectionDidClose ran after close() was called repeatedly")

@@ -28,7 +28,7 @@ extension ConformanceScenario {
             let recorder = CallRecorder()
             let call = try await context.startCall(on: channel, handler: recorder)
             call.send(ConformancePattern.bytes(count: 100, seed: UInt64(28_000 + index)))
-            try await context.waitUntil(seconds: 10, "call \(index)'s echo arrived") { recorder.messageCount == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "call \(index)'s echo arrived", seen: recorder.seen) { recorder.messageCount == 1 }
             recorders.append(recorder)
             addresses.insert(call.connection.localAddress)
         }
@@ -42,7 +42,7 @@ extension ConformanceScenario {
             try context.expectWellBehaved(recorder, "call \(index)")
         }
         try context.expectAtOnce(ContinuousClock.now - changed, "calls ended", "every open call ended unavailable (connectivity changed)")
-        try await context.waitUntil(seconds: 5, "the channel forgot its ended calls") { channel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel forgot its ended calls") { channel.openCalls == 0 }
 
         // The next call connects afresh and works.
         let after = CallRecorder()
@@ -50,7 +50,7 @@ extension ConformanceScenario {
         try context.expect(!addresses.contains(fresh.connection.localAddress), "the call after the change reused an old connection's local address")
         fresh.send([1, 2, 3])
         fresh.finishSending()
-        try context.expectOK(try await context.status(of: after, "the call after the change"), "the call after the change")
+        try context.expectOK(try await context.status(of: after, "the call after the change", quiet: quietLimit), "the call after the change")
         try context.expectEqual(after.snapshot.messages, [[1, 2, 3]], "the echo on the call after the change")
 
         // Nothing connects while the category is none: fail at once, not after a timeout.
@@ -67,7 +67,7 @@ extension ConformanceScenario {
         let again = try await context.startCall(on: channel, handler: back)
         again.send([4])
         again.finishSending()
-        try context.expectOK(try await context.status(of: back, "the call after the link returned"), "the call after the link returned")
+        try context.expectOK(try await context.status(of: back, "the call after the link returned", quiet: quietLimit), "the call after the link returned")
     }
 
     /// 29. One broken connection ends the channel's other calls too.
@@ -92,11 +92,11 @@ extension ConformanceScenario {
         let doomedCall = try await context.startCall(on: channel, handler: doomed)
         let bystanderCall = try await context.startCall(on: channel, handler: bystander)
         bystanderCall.send([7])
-        try await context.waitUntil(seconds: 10, "the bystander's echo arrived") { bystander.messageCount == 1 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the bystander's echo arrived", seen: bystander.seen) { bystander.messageCount == 1 }
         doomedCall.send([0xde, 0xad])
-        let broken = try await context.status(of: doomed, "the call whose connection the server reset")
+        let broken = try await context.status(of: doomed, "the call whose connection the server reset", quiet: quietLimit)
         try context.expectStatus(broken, code: .unavailable, reason: context.peerResetReason, "the call whose connection the server reset")
-        let other = try await context.status(of: bystander, "the other open call on the channel")
+        let other = try await context.status(of: bystander, "the other open call on the channel", quiet: quietLimit)
         guard let error = other.error, error.code == .unavailable else {
             try context.fail("the other open call ended with \(other), expected unavailable")
         }
@@ -105,6 +105,6 @@ extension ConformanceScenario {
         let call = try await context.startCall(on: channel, handler: next)
         call.send([9])
         call.finishSending()
-        try context.expectOK(try await context.status(of: next, "the next call"), "the next call")
+        try context.expectOK(try await context.status(of: next, "the next call", quiet: quietLimit), "the next call")
     }
 }

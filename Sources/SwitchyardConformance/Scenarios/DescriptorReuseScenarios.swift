@@ -39,7 +39,7 @@ extension ConformanceScenario {
             server.startReading()
             try context.expectEqual(try await context.write(Array(toClient[..<first]), on: server), nil, "round \(round): the server's first write")
             try context.expectEqual(try await context.write(Array(toServer[..<first]), on: client), nil, "round \(round): the client's first write")
-            try await context.waitUntil(seconds: 10, "round \(round): both ends read the first \(first) bytes") {
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "round \(round): both ends read the first \(first) bytes (the client has \(clientEvents.byteCount), the server \(serverEvents.byteCount))") {
                 clientEvents.byteCount >= first && serverEvents.byteCount >= first
             }
             // The new connection saw only its own bytes, and no event of the one before.
@@ -57,7 +57,7 @@ extension ConformanceScenario {
             server.write(Array(toClient[first...]), completion: nil)
             client.write(Array(toServer[first...]), completion: nil)
             if round % 2 == 0 {
-                try await context.waitUntil(seconds: 10, "round \(round): the writes of unread data were handed to the kernel") {
+                try await context.waitUntil(seconds: 10, quiet: quietLimit, "round \(round): the writes of unread data were handed to the kernel") {
                     server.pendingWriteBytes == 0 && client.pendingWriteBytes == 0
                 }
             }
@@ -68,7 +68,7 @@ extension ConformanceScenario {
         }
 
         // Every closed connection ended once, saw only its own bytes, none after its end.
-        try await context.waitUntil(seconds: 10, "every closed connection's connectionDidClose ran") {
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "every closed connection's connectionDidClose ran") {
             finished.allSatisfy { !$0.client.snapshot.closes.isEmpty && !$0.server.snapshot.closes.isEmpty }
         }
         try await Task.sleep(for: .milliseconds(100))

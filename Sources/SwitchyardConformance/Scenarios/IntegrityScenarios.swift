@@ -1,4 +1,5 @@
 import Switchyard
+import Synchronization
 
 // Integrity and write completions: KitChecklist.md section B, and F1.
 
@@ -74,7 +75,11 @@ extension ConformanceScenario {
         let client = context.client
         let count = 1000
         let started = ContinuousClock.now
-        let succeeded = try await context.within(seconds: 100, "\(count) concurrent echoes") {
+        // What the connections have done so far, for a failure to say: a backend that
+        // loses bytes leaves echoes short, and the wait ends once none moved for a while.
+        let tally = EchoTally(count: count)
+        let progress = WaitProgress(tally.summary)
+        let succeeded = try await context.within(seconds: 100, quiet: 5, "\(count) concurrent echoes", progress: progress) {
             try await withThrowingTaskGroup(of: Void.self, returning: Int.self) { group in
                 for index in 0..<count {
                     group.addTask {
@@ -87,16 +92,26 @@ extension ConformanceScenario {
                             throw context.failure("connection \(index) of \(count): connect failed: \(error)")
                         }
                         defer { connection.close() }
-                        let echoed: [UInt8]
+                        progress.advance(tally.connected())
+                        var echoed: [UInt8] = []
                         do {
                             try await connection.write(message)
-                            echoed = try await connection.read(exactly: message.count)
+                            while echoed.count < message.count {
+                                guard let chunk = try await connection.read(upTo: message.count - echoed.count) else {
+                                    throw TransportError(
+                                        code: .unavailable, reason: .closed,
+                                        message: "end of stream after \(echoed.count) of \(message.count) bytes")
+                                }
+                                echoed += chunk
+                                progress.advance(tally.received(chunk.count))
+                            }
                         } catch {
                             throw context.failure("connection \(index) of \(count): the echo failed: \(error)")
                         }
                         if let difference = ConformancePattern.difference(echoed, message) {
                             throw context.failure("connection \(index) of \(count) got someone else's bytes or lost some: \(difference)")
                         }
+                        progress.advance(tally.echoed())
                     }
                 }
                 var succeeded = 0
@@ -126,7 +141,7 @@ extension ConformanceScenario {
             expected.reserveCapacity(payloads.reduce(0) { $0 + $1.count })
             for payload in payloads { expected += payload }
             let total = expected.count
-            let reader = Task { [server] in try await server.read(exactly: total) }
+            let reader = Task { [server] in try await context.read(exactly: total, from: server, seconds: 60) }
             let log = CompletionLog()
             for (index, payload) in payloads.enumerated() {
                 // Both write paths, alternately.
@@ -136,8 +151,8 @@ extension ConformanceScenario {
                     payload.withUnsafeBytes { client.write(borrowing: $0) { log.record(index, $0) } }
                 }
             }
-            let received = try await context.step("the server reading \(expected.count) bytes", seconds: 60) { try await reader.value }
-            try await context.waitUntil(seconds: 10, "all 1000 write completions ran (\(log.count) did)") { log.count >= 1000 }
+            let received = try await reader.value
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "all 1000 write completions ran (\(log.count) did)") { log.count >= 1000 }
             try await Task.sleep(for: .milliseconds(100))
             let entries = log.all
             try context.expectEqual(entries.count, 1000, "how many write completions ran for 1000 writes")
@@ -164,7 +179,7 @@ extension ConformanceScenario {
                 client.write(chunk) { log.record(index, $0) }
             }
             client.close()
-            try await context.waitUntil(seconds: 20, "all \(count) completions ran after close (\(log.count) did)") { log.count >= count }
+            try await context.waitUntil(seconds: 20, quiet: quietLimit, "all \(count) completions ran after close (\(log.count) did)") { log.count >= count }
             try await Task.sleep(for: .milliseconds(100))
             let entries = log.all
             try context.expectEqual(entries.count, count, "how many completions ran for \(count) writes queued before close")
@@ -186,7 +201,7 @@ extension ConformanceScenario {
             // What the peer reads: the completed writes, at most part of one more (a write
             // the kernel took in part), never the cancelled rest.
             server.startReading()
-            try await context.waitUntil(seconds: 10, "the server saw end of stream after the client closed (read \(serverEvents.byteCount) bytes)") {
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server saw end of stream after the client closed (read \(serverEvents.byteCount) bytes)") {
                 let events = serverEvents.snapshot
                 return events.readEnds > 0 || !events.closes.isEmpty
             }
@@ -209,5 +224,30 @@ extension ConformanceScenario {
             }
             server.close()
         }
+    }
+}
+
+/// What a thousand echoing connections have done so far: how many connected, how many
+/// bytes came back, how many echoes were whole.
+private final class EchoTally: Sendable {
+    private let counts = Mutex<(connected: Int, bytes: Int, echoed: Int)>((0, 0, 0))
+    let count: Int
+
+    init(count: Int) {
+        self.count = count
+    }
+
+    func connected() -> String { update { $0.connected += 1 } }
+    func received(_ bytes: Int) -> String { update { $0.bytes += bytes } }
+    func echoed() -> String { update { $0.echoed += 1 } }
+
+    var summary: String { update { _ in } }
+
+    private func update(_ change: (inout (connected: Int, bytes: Int, echoed: Int)) -> Void) -> String {
+        let now = counts.withLock { counts in
+            change(&counts)
+            return counts
+        }
+        return "\(now.connected) of \(count) connected, \(now.echoed) echoed whole, \(now.bytes) bytes echoed in all"
     }
 }

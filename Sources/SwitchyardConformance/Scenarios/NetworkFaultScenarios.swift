@@ -109,7 +109,7 @@ struct FaultRig: Sendable {
         let recorder = CallRecorder()
         let call = try await context.startCall(on: channel, handler: recorder)
         call.send(ConformancePattern.bytes(count: 100, seed: seed))
-        try await context.waitUntil(seconds: 10, "the first echo arrived over the fault network") { recorder.messageCount == 1 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived over the fault network", seen: recorder.seen) { recorder.messageCount == 1 }
         return OpenCall(call: call, recorder: recorder)
     }
 
@@ -119,7 +119,7 @@ struct FaultRig: Sendable {
     func hold(_ open: OpenCall) async throws {
         let before = held.count
         open.call.send(holdRequest)
-        try await context.waitUntil(seconds: 5, "the server received the held request") { held.count > before }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server received the held request") { held.count > before }
         try await Task.sleep(for: .milliseconds(50))
     }
 

@@ -57,7 +57,7 @@ extension ConformanceScenario {
                 }
             }
             defer { pump.cancel() }
-            try await context.waitUntil(seconds: 5, "messages flowed on the first call") { flowing.recorder.messageCount >= 10 }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "messages flowed on the first call", seen: flowing.recorder.seen) { flowing.recorder.messageCount >= 10 }
 
             let command = ContinuousClock.now
             try context.networkStep("moving the default route from \(wlan0.link) to \(wlan1.link)") {

@@ -18,7 +18,7 @@ extension ConformanceScenario {
         try context.expectEqual(events.byteCount, 0, "bytes delivered to a handler that never called startReading")
 
         server.startReading()
-        try await context.waitUntil(seconds: 5, "startReading delivered the 1000 bytes waiting (got \(events.byteCount))") { events.byteCount >= 1000 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "startReading delivered the 1000 bytes waiting (got \(events.byteCount))", seen: events.seen) { events.byteCount >= 1000 }
         try context.expectBytes(events.snapshot.bytes, first, "what startReading delivered")
 
         server.stopReading()
@@ -29,7 +29,7 @@ extension ConformanceScenario {
         try context.expectEqual(events.byteCount, 1000, "bytes delivered in all, 200 ms after stopReading and a second 1000-byte write")
 
         server.startReading()
-        try await context.waitUntil(seconds: 5, "startReading again delivered the second 1000 bytes (got \(events.byteCount) in all)") { events.byteCount >= 2000 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "startReading again delivered the second 1000 bytes (got \(events.byteCount) in all)", seen: events.seen) { events.byteCount >= 2000 }
         try context.expectBytes(events.snapshot.bytes, first + second, "everything delivered, across the stop and the restart")
         try context.expect(events.snapshot.offLoopCalls.isEmpty, "handler callbacks ran off the connection's event loop: \(events.snapshot.offLoopCalls)")
         client.close()
@@ -80,8 +80,8 @@ extension ConformanceScenario {
         try context.expectEqual(log.completedBytes, completedBefore, "bytes completed during an idle 500 ms with the peer not reading")
 
         server.startReading()
-        try await context.waitUntil(seconds: 60, "the peer read all \(total) bytes (it has \(serverEvents.byteCount))") { serverEvents.byteCount >= total }
-        try await context.waitUntil(seconds: 10, "all \(issued) write completions ran (\(log.count) did)") { log.count >= issued }
+        try await context.waitUntil(seconds: 60, quiet: quietLimit, "the peer read all \(total) bytes (it has \(serverEvents.byteCount))", seen: serverEvents.seen) { serverEvents.byteCount >= total }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "all \(issued) write completions ran (\(log.count) did)") { log.count >= issued }
         try await Task.sleep(for: .milliseconds(50))
         let entries = log.all
         try context.expectEqual(entries.count, issued, "write completions for \(issued) writes")

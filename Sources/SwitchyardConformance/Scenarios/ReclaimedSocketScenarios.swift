@@ -41,7 +41,7 @@ extension ConformanceScenario {
                 on: channel, options: CallConfiguration(enableFlowControl: reclaim.stopsReading), handler: recorder)
             if reclaim.stopsReading { call.receiveNextMessage() }
             call.send(ConformancePattern.bytes(count: 100, seed: seed))
-            try await context.waitUntil(seconds: 10, "the first echo arrived (\(reclaim))") { recorder.messageCount == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived (\(reclaim))", seen: recorder.seen) { recorder.messageCount == 1 }
             if reclaim.stopsReading {
                 // A second echo that nobody asked for: the call holds its frame and stops
                 // reading the socket.
@@ -62,7 +62,7 @@ extension ConformanceScenario {
             // The side whose descriptor goes, and the call that must end reclaimed.
             let (victim, victimRecorder): (Call, CallRecorder)
             if reclaim.isServerSide {
-                try await context.waitUntil(seconds: 5, "the server has the call (\(reclaim))") { serverCalls.count > serverCallsBefore }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server has the call (\(reclaim))") { serverCalls.count > serverCallsBefore }
                 (victim, victimRecorder) = serverCalls[serverCallsBefore]
             } else {
                 (victim, victimRecorder) = (call, recorder)
@@ -136,7 +136,7 @@ extension ConformanceScenario {
             try context.expectEqual(next.messageCount, 1, "messages echoed in the call after \(reclaim)")
             try context.expectBytes(next.snapshot.messages[0], message, "the echo in the call after \(reclaim)")
         }
-        try await context.waitUntil(seconds: 5, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
 
         for replacement in DescriptorReplacement.allCases {
             try await reclaimWithQueuedWrites(context, replacement)

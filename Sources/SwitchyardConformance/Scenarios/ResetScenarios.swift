@@ -38,7 +38,7 @@ extension ConformanceScenario {
             try context.expect(beforeReset < count, "all \(count) writes of 4 KiB completed while the peer did not read; the scenario needs writes still queued when the peer resets")
             let reset = ContinuousClock.now
             server.reset()
-            try await context.waitUntil(seconds: 20, "every write completed and connectionDidClose ran after the peer reset (\(events.completionCount) completions, close: \(events.closed))") {
+            try await context.waitUntil(seconds: 20, quiet: quietLimit, "every write completed and connectionDidClose ran after the peer reset (\(events.completionCount) completions, close: \(events.closed))") {
                 events.completionCount >= count && events.closed
             }
             context.record("all completed after the reset", events.closedAt.map { $0 - reset } ?? .zero)
@@ -91,10 +91,10 @@ extension ConformanceScenario {
                 _ = RecordingHandler(on: server)
                 client.startReading()
                 server.close()
-                try await context.waitUntil(seconds: 5, "the client saw the peer's end of stream") { clientEvents.snapshot.readEnds == 1 }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client saw the peer's end of stream", seen: clientEvents.seen) { clientEvents.snapshot.readEnds == 1 }
                 let error = try await context.writeUntilFailure(on: client, "a peer that closed")
                 try context.expectError(error, code: .unavailable, reason: .reset, "a write to a peer that closed")
-                try await context.waitUntil(seconds: 5, "connectionDidClose ran after the failed write") { !clientEvents.snapshot.closes.isEmpty }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "connectionDidClose ran after the failed write", seen: clientEvents.seen) { !clientEvents.snapshot.closes.isEmpty }
                 try context.expectEqual(clientEvents.snapshot.closes.count, 1, "connectionDidClose calls")
                 client.close()
             }
@@ -110,10 +110,10 @@ extension ConformanceScenario {
                     await withCheckedContinuation { continuation in server.shutdownOutput { continuation.resume(returning: $0) } }
                 }
                 try context.expect(shutdown == nil, "the peer's shutdownOutput failed: \(shutdown!)")
-                try await context.waitUntil(seconds: 5, "the client saw the peer's end of stream") { clientEvents.snapshot.readEnds == 1 }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client saw the peer's end of stream", seen: clientEvents.seen) { clientEvents.snapshot.readEnds == 1 }
                 let message = ConformancePattern.bytes(count: 1000, seed: 52)
                 try context.expectEqual(try await context.write(message, on: client), nil, "a write to a peer that only shut its output down")
-                try await context.waitUntil(seconds: 5, "the half-closed peer read the write") { serverEvents.byteCount == message.count }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the half-closed peer read the write", seen: serverEvents.seen) { serverEvents.byteCount == message.count }
                 server.close()
                 try await Task.sleep(for: .milliseconds(50))
                 let large = ConformancePattern.bytes(count: 8 << 20, seed: 521)
@@ -152,7 +152,7 @@ extension ConformanceScenario {
                 server.startReading()
                 let first = ConformancePattern.bytes(count: 100, seed: 71)
                 try context.expectEqual(try await context.write(first, on: client), nil, "the client's first write (\(variant))")
-                try await context.waitUntil(seconds: 5, "the server read the client's first 100 bytes (\(variant); it has \(events.byteCount))") { events.byteCount >= 100 }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server read the client's first 100 bytes (\(variant); it has \(events.byteCount))", seen: events.seen) { events.byteCount >= 100 }
                 server.stopReading()
                 try await context.barrier(on: server.eventLoop, "after stopReading")
                 delivered = 100
@@ -167,7 +167,7 @@ extension ConformanceScenario {
             try context.expectEqual(server.pendingWriteBytes, 0, "the server's pending write bytes before the reset (\(variant))")
             let reset = ContinuousClock.now
             client.reset()
-            try await context.waitUntil(seconds: 5, "the server, \(variant), heard connectionDidClose after the client reset (it has neither read nor written since)") {
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server, \(variant), heard connectionDidClose after the client reset (it has neither read nor written since)") {
                 !events.snapshot.closes.isEmpty
             }
             context.record("detected, \(variant)", ContinuousClock.now - reset)
@@ -193,7 +193,7 @@ extension ConformanceScenario {
         server.startReading()
         let first = ConformancePattern.bytes(count: 100, seed: 72)
         try context.expectEqual(try await context.write(first, on: client), nil, "the client's first write")
-        try await context.waitUntil(seconds: 5, "the server read the client's first 100 bytes (it has \(events.byteCount))") { events.byteCount >= 100 }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server read the client's first 100 bytes (it has \(events.byteCount))", seen: events.seen) { events.byteCount >= 100 }
         server.stopReading()
         try await context.barrier(on: server.eventLoop, "after stopReading")
 
@@ -210,7 +210,7 @@ extension ConformanceScenario {
         try context.expectEqual(seen.closes.count, 0, "connectionDidClose calls with reads stopped after the peer closed (its close is an end of stream, not an error, and the server may still write)")
 
         server.startReading()
-        try await context.waitUntil(seconds: 5, "the server read the last bytes and the end of stream (it has \(events.byteCount) bytes, \(events.snapshot.readEnds) ends)") {
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server read the last bytes and the end of stream (it has \(events.byteCount) bytes, \(events.snapshot.readEnds) ends)") {
             events.snapshot.readEnds == 1
         }
         seen = events.snapshot

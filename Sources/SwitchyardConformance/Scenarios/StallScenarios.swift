@@ -40,7 +40,7 @@ extension ConformanceScenario {
             // One echo, so the call is open end to end; then nothing for 3 x the timeout.
             let first = ConformancePattern.bytes(count: 100, seed: 47)
             call.send(first)
-            try await context.waitUntil(seconds: 10, "the first echo arrived") { recorder.messageCount == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived", seen: recorder.seen) { recorder.messageCount == 1 }
             let idle = shortStallTimeout * 3
             let idleStart = ContinuousClock.now
             while ContinuousClock.now - idleStart < idle {
@@ -53,7 +53,7 @@ extension ConformanceScenario {
             let second = ConformancePattern.bytes(count: 100, seed: 471)
             let sent = ContinuousClock.now
             call.send(second)
-            try await context.waitUntil(seconds: 5, "the echo after \(idle) idle arrived") { recorder.messageCount == 2 }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the echo after \(idle) idle arrived", seen: recorder.seen) { recorder.messageCount == 2 }
             context.record("echo after idling", ContinuousClock.now - sent)
             try context.expectBytes(recorder.snapshot.messages[1], second, "the echo after idling")
 

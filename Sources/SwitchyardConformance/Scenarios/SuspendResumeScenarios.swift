@@ -103,7 +103,7 @@ extension ConformanceScenario {
         let open = CallRecorder()
         let call = try await context.startCall(on: channel, handler: open)
         call.send(ConformancePattern.bytes(count: 100, seed: 40))
-        try await context.waitUntil(seconds: 10, "the first echo arrived") { open.messageCount == 1 }
+        try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived", seen: open.seen) { open.messageCount == 1 }
         let local = call.connection.localAddress
 
         try await context.step("suspending", seconds: 10) { await lifecycle.suspend() }
@@ -178,7 +178,7 @@ extension ConformanceScenario {
         try await context.step("an echo after the resume") { try await client.write(after) }
         try context.expectBytes(try await context.read(exactly: after.count, from: client), after, "an echo after the resume")
         client.close()
-        try await context.waitUntil(seconds: 5, "the server's kept connection closed after the client closed") { handler.state.closed }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server's kept connection closed after the client closed") { handler.state.closed }
     }
 
     /// 45. The grace period ends on time, and the close after it waits on nothing,
@@ -210,7 +210,7 @@ extension ConformanceScenario {
                 try await clientTransport.connect(to: target)
             }
             defer { client.close() }
-            try await context.waitUntil(seconds: 10, "the server accepted the connection") { connections.count == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the connection") { connections.count == 1 }
             let server = connections[0]
 
             // The reply the background work is sending when the path goes black.
@@ -266,7 +266,7 @@ extension ConformanceScenario {
             let open = CallRecorder()
             let call = try await context.startCall(on: channel, handler: open)
             call.send(ConformancePattern.bytes(count: 100, seed: 43))
-            try await context.waitUntil(seconds: 10, "the first echo arrived (policy \(policy))") { open.messageCount == 1 }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived (policy \(policy))", seen: open.seen) { open.messageCount == 1 }
 
             try await context.step("suspending the server (policy \(policy))", seconds: 10) { await lifecycle.suspend() }
             try await context.expectError(code: .unavailable, reason: .refused, "a call to the suspended server", within: 5) {
