@@ -345,25 +345,17 @@ public struct ConformanceContext: Sendable {
         }
     }
 
-    /// Reads exactly `count` bytes, failing once none arrived for `quiet` seconds or after
-    /// `seconds` in all; a failure says how many arrived and when the last did.
+    /// Reads exactly `count` bytes, failing once none arrived for two seconds (the kit's
+    /// quiet limit: bytes over loopback come in milliseconds) or after `seconds` in all; a
+    /// failure says how many arrived and when the last did.
     public func read(
         exactly count: Int, from connection: AsyncConnection, seconds: Double = 30,
-        file: String = #fileID, line: Int = #line
-    ) async throws -> [UInt8] {
-        try await read(exactly: count, from: connection, seconds: seconds, quiet: quietLimit, file: file, line: line)
-    }
-
-    /// Reads exactly `count` bytes, failing once none arrived for `quiet` seconds or after
-    /// `seconds` in all; a failure says how many arrived and when the last did.
-    func read(
-        exactly count: Int, from connection: AsyncConnection, seconds: Double = 30, quiet: Double,
         file: String = #fileID, line: Int = #line
     ) async throws -> [UInt8] {
         let what = "reading \(count) bytes on \(Self.name(of: connection))"
         let progress = WaitProgress("0 of \(count) bytes arrived")
         do {
-            return try await within(seconds: seconds, quiet: quiet, what, progress: progress, file: file, line: line) {
+            return try await within(seconds: seconds, what, progress: progress, file: file, line: line) {
                 var received: [UInt8] = []
                 received.reserveCapacity(count)
                 let started = ContinuousClock.now
@@ -382,7 +374,7 @@ public struct ConformanceContext: Sendable {
         }
     }
 
-    /// Reads until end of stream, failing once nothing arrived for a while or after
+    /// Reads until end of stream, failing once nothing arrived for two seconds or after
     /// `seconds` in all; a failure says how many bytes arrived.
     public func readToEnd(
         from connection: AsyncConnection, seconds: Double = 30, file: String = #fileID, line: Int = #line
