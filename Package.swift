@@ -528,7 +528,8 @@ let package = Package(
             dependencies: ["SwitchyardHPACK"],
             swiftSettings: strict
         ),
-        // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
+        // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's
+        // decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",
             dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
