@@ -144,6 +144,17 @@ struct HPACKDecoderTests {
         #expect(decoder.dynamicTable.count == 0)
     }
 
+    @Test("A literal with indexing larger than the table empties it and is still decoded")
+    func entryLargerThanTable() throws {
+        var decoder = HPACKDecoder(maxTableSize: 64)
+        _ = try decoder.decode([0x40, 0x01, 0x61, 0x01, 0x62])  // a: b, 34 octets
+        expectTable(decoder.dynamicTable, ["a": "b"], size: 34)
+        let value = [UInt8](repeating: 0x76, count: 40)  // 1 + 40 + 32 = 73 > 64
+        let decoded = try decoder.decode([0x40, 0x01, 0x63, 0x28] + value)
+        #expect(decoded == [HPACKField(name: [0x63], value: value)])
+        expectTable(decoder.dynamicTable, [:], size: 0)
+    }
+
     @Test("An empty block decodes to no fields")
     func emptyBlock() throws {
         var decoder = HPACKDecoder()
