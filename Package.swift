@@ -239,6 +239,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // HPACK (RFC 7541), the header compression of HTTP/2: the future HTTP/2 module's
+        // HEADERS and CONTINUATION blocks. Our own rather than swift-nio-http2's NIOHPACK:
+        // Switchyard's transports hand bytes as UnsafeRawBufferPointer and [UInt8], not
+        // NIO ByteBuffers, and a transport module must not pull in SwiftNIO. Standard
+        // library only. Not a product yet: its API is `package`, for the HTTP/2 module of
+        // this package that will use it.
+        .target(
+            name: "SwitchyardHPACK",
+            swiftSettings: strict
+        ),
         // The system OpenSSL 3 (Debian: libssl-dev), through pkg-config, with a shim of
         // static inline wrappers for the macros SwitchyardTLS needs.
         .systemLibrary(
@@ -513,7 +523,13 @@ let package = Package(
             dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
             swiftSettings: strict
         ),
-        // Runs scripts/fuzz (libFuzzer over the frame decoder) for a bounded time.
+        .testTarget(
+            name: "SwitchyardHPACKTests",
+            dependencies: ["SwitchyardHPACK"],
+            swiftSettings: strict
+        ),
+        // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's
+        // decoder) for a bounded time.
         .testTarget(
             name: "FuzzTests",
             dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
