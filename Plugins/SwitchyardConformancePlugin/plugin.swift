@@ -16,7 +16,9 @@
 //
 // The products are built in the configuration `swift package` runs in (`-c release`).
 // `--help`, `--version` and `--list` build none: `--list` names the products a run would
-// build and load.
+// build and load, whose backends it therefore cannot list (SwiftPM still builds the
+// runner itself, the plugin's dependency, before the plugin starts: about two minutes
+// the first time in a new package, seconds afterwards).
 //
 // The TLS pairs (`--tls`, a `--pair` with `+tls`) are in `switchyard-conformance-tls`, the
 // same tool on the system OpenSSL 3. It is not a dependency of the plugin (that would make
@@ -87,10 +89,17 @@ struct SwitchyardConformancePlugin: CommandPlugin {
         }
         let tool = try Self.asksForTLS(passed) ? buildTLSTool() : plainTool
         if passed.contains("--list") {
-            Self.writeOut(
-                "Backend products a run builds and loads (not built for --list): "
-                    + (products.isEmpty ? "none" : products.joined(separator: ", ")) + "\n\n")
-            try relay(tool: tool, arguments: passed, context: context, dataOnStandardOutput: true)
+            if products.isEmpty {
+                Self.writeOut("Backend products a run builds and loads: none\n\n")
+            } else {
+                Self.writeOut(
+                    "Backend products a run builds and loads: \(products.joined(separator: ", ")). --list builds none, so "
+                        + "their backends are not in the lists below, and --backend cannot name them here; a run adds "
+                        + "every pair with them.\n\n")
+            }
+            let hint = products.isEmpty
+                ? nil : "with --list the package's own backends (\(products.joined(separator: ", "))) are not loaded: a run without --list builds and loads them"
+            try relay(tool: tool, arguments: passed, context: context, dataOnStandardOutput: true, refusalHint: hint)
             return
         }
 
@@ -114,7 +123,7 @@ struct SwitchyardConformancePlugin: CommandPlugin {
     /// line by line with `Diagnostics.progress`; when `dataOnStandardOutput`, what it
     /// writes on its standard output, at its end, on the plugin's standard output.
     /// Ends with `Diagnostics.error` when the tool failed.
-    func relay(tool: URL, arguments: [String], context: PluginContext, dataOnStandardOutput: Bool) throws {
+    func relay(tool: URL, arguments: [String], context: PluginContext, dataOnStandardOutput: Bool, refusalHint: String? = nil) throws {
         let people = Pipe()
         var dataFile: URL?
         let process = Process()
@@ -153,7 +162,7 @@ struct SwitchyardConformancePlugin: CommandPlugin {
             let failed = forwarder.failedRuns ?? 0
             Diagnostics.error("\(failed == 1 ? "1 run" : "\(failed) runs") FAILED: the report above names \(failed == 1 ? "it" : "them") and says why")
         case .exit where process.terminationStatus == 2:
-            Diagnostics.error("\(name) refused its arguments (exit status 2); it said why above")
+            Diagnostics.error("\(name) refused its arguments (exit status 2); it said why above" + (refusalHint.map { "; \($0)" } ?? ""))
         case .exit:
             Diagnostics.error("\(name) ended with exit status \(process.terminationStatus); what it said is above")
         case .uncaughtSignal:

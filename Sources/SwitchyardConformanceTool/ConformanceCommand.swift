@@ -48,8 +48,10 @@ struct ConformanceCommand: ParsableCommand {
             measured), and under the table the failures' reasons and the long skip reasons, \
             each on a line that starts with the scenario's number and the pair \
             ("[11 bsd→libuv] FAILED: reason (file:line)") under the scenario's number and \
-            name. All of it goes to standard output, or to standard error with --json -, \
-            which leaves standard output to the JSON alone. The JSON report has the same \
+            name. Run directly, this tool writes all of it to standard output, or to \
+            standard error with --json -, which leaves standard output to the JSON alone \
+            (through swift package conformance it is always on standard error, as \
+            [conformance] lines). The JSON report has the same \
             cells with their measurements, the totals (scenarios, pairs, runs, passed, \
             failed, skipped, notRun, seconds), the run's settings (arguments, backends, \
             pairs, scenarios, root, backendLibraries) and the kit's version (kitVersion).
