@@ -252,7 +252,7 @@ extension ConformanceScenario {
         // client's end); every message arrives intact and in order; both ends end OK.
         let started = ContinuousClock.now
         readerCall.receiveNextMessages(total)
-        try await context.waitUntil(seconds: 180, quiet: quietLimit, "the reader got all \(total) messages") {
+        try await context.waitUntil(seconds: 180, quiet: quietLimit, "the reader got all \(total) messages (it has \(reader.state.received))") {
             reader.state.received >= total || reader.state.failure != nil
         }
         if let failure = reader.state.failure { try context.fail(failure) }
