@@ -13,19 +13,43 @@ let quietLimit: Double = 2
 /// Unlike a task group, this never waits for `body` to finish: a body stuck on a
 /// continuation that ignores cancellation is cancelled and abandoned, so the caller
 /// cannot hang. (The kit then shuts the transports down, which ends what is stuck.)
+///
+/// Its timer is one sleep, not a watchdog that wakes every few milliseconds: a scenario
+/// runs inside one of these for its whole time limit, and some (descriptor exhaustion)
+/// must leave the runtime's thread pool idle while the process has no descriptor to spare
+/// (libdispatch, woken then, can crash the process when it cannot open a file).
 func raceAgainstDeadline<T: Sendable>(
     _ limit: Duration,
     onTimeout: @escaping @Sendable () -> any Error,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let end = ContinuousClock.now + limit
-    return try await raceAgainstWatchdog({ now in now >= end ? onTimeout() : nil }, body)
+    let gate = ResumeOnce<T>()
+    let work = Task { try await body() }
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            gate.install(continuation)
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                if Task.isCancelled { return }
+                if gate.resume(with: .failure(onTimeout())) { work.cancel() }
+            }
+            Task {
+                let result = await work.result
+                timer.cancel()
+                gate.resume(with: result)
+            }
+        }
+    } onCancel: {
+        work.cancel()
+    }
 }
 
 /// Runs `body` in its own task and returns its result, or the error `check` returns
 /// first: the watchdog asks it every few milliseconds, with the time, whether the wait
 /// is over (for a wait that ends when nothing has moved for a while, ``WaitProgress``).
 /// A body that does not finish is cancelled and abandoned, as in ``raceAgainstDeadline``.
+/// For the short waits of a scenario's steps only, never around a window out of
+/// descriptors (see ``raceAgainstDeadline``).
 func raceAgainstWatchdog<T: Sendable>(
     _ check: @escaping @Sendable (ContinuousClock.Instant) -> (any Error)?,
     _ body: @escaping @Sendable () async throws -> T
