@@ -23,24 +23,9 @@ func raceAgainstDeadline<T: Sendable>(
     onTimeout: @escaping @Sendable () -> any Error,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let gate = ResumeOnce<T>()
-    let work = Task { try await body() }
-    return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            gate.install(continuation)
-            let timer = Task {
-                try? await Task.sleep(for: limit)
-                if Task.isCancelled { return }
-                if gate.resume(with: .failure(onTimeout())) { work.cancel() }
-            }
-            Task {
-                let result = await work.result
-                timer.cancel()
-                gate.resume(with: result)
-            }
-        }
-    } onCancel: {
-        work.cancel()
+    try await race(body) {
+        try? await Task.sleep(for: limit)
+        return Task.isCancelled ? nil : onTimeout()
     }
 }
 
@@ -54,23 +39,33 @@ func raceAgainstWatchdog<T: Sendable>(
     _ check: @escaping @Sendable (ContinuousClock.Instant) -> (any Error)?,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
+    try await race(body) {
+        while !Task.isCancelled {
+            if let error = check(.now) { return error }
+            try? await Task.sleep(for: watchdogInterval)
+        }
+        return nil
+    }
+}
+
+/// Runs `body` and `timer` in tasks of their own; returns `body`'s result, or fails with
+/// the error `timer` returns (`nil`: it was cancelled), whichever comes first. The loser
+/// is cancelled; a `body` that ignores cancellation is abandoned, never awaited.
+private func race<T: Sendable>(
+    _ body: @escaping @Sendable () async throws -> T,
+    timer: @escaping @Sendable () async -> (any Error)?
+) async throws -> T {
     let gate = ResumeOnce<T>()
     let work = Task { try await body() }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             gate.install(continuation)
-            let watchdog = Task {
-                while !Task.isCancelled {
-                    if let error = check(.now) {
-                        if gate.resume(with: .failure(error)) { work.cancel() }
-                        return
-                    }
-                    try? await Task.sleep(for: watchdogInterval)
-                }
+            let timing = Task {
+                if let error = await timer(), gate.resume(with: .failure(error)) { work.cancel() }
             }
             Task {
                 let result = await work.result
-                watchdog.cancel()
+                timing.cancel()
                 gate.resume(with: result)
             }
         }
