@@ -249,6 +249,17 @@ let package = Package(
             name: "SwitchyardHPACK",
             swiftSettings: strict
         ),
+        // HTTP/2 (RFC 9113) on any Connection: frames and their codec, the connection's
+        // state machine (streams, windows, settings, limits against hostile peers) and its
+        // driver. Written here rather than taken from swift-nio-http2, which is built on
+        // NIO's channel pipeline and ByteBuffer: nothing of SwiftNIO runs under
+        // Switchyard's transports. Not a product yet: its API is `package`, for the calls
+        // module.
+        .target(
+            name: "SwitchyardHTTP2",
+            dependencies: ["SwitchyardHPACK"],
+            swiftSettings: strict
+        ),
         // The system OpenSSL 3 (Debian: libssl-dev), through pkg-config, with a shim of
         // static inline wrappers for the macros SwitchyardTLS needs.
         .systemLibrary(
@@ -526,6 +537,11 @@ let package = Package(
         .testTarget(
             name: "SwitchyardHPACKTests",
             dependencies: ["SwitchyardHPACK"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardHTTP2Tests",
+            dependencies: ["SwitchyardHTTP2", "SwitchyardHPACK"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's
