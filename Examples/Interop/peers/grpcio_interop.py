@@ -102,6 +102,13 @@ def status_code(number):
     return None
 
 
+def host_port(host, port):
+    """`host:port`, with an IPv6 literal in brackets."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
 def certs_dir(args):
     directory = args.certs_dir or os.environ.get(CERTS_ENV)
     if not directory:
@@ -228,7 +235,7 @@ def serve(args):
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    address = f"{args.bind_host}:{args.port}"
+    address = host_port(args.bind_host, args.port)
     if args.use_tls:
         directory = certs_dir(args)
         credentials = grpc.ssl_server_credentials(
@@ -490,7 +497,7 @@ TEST_CASES = (
 
 
 def run_client(args):
-    target = f"{args.server_host}:{args.server_port}"
+    target = host_port(args.server_host, args.server_port)
     if args.use_tls:
         root = read_file(certs_dir(args) / "ca.pem") if args.use_test_ca else None
         options = [("grpc.ssl_target_name_override", args.server_host_override)] if args.server_host_override else []
