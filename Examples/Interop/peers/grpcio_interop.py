@@ -146,17 +146,19 @@ class TestService:
 
     @staticmethod
     def _echo_status(request, context):
-        """Echo Status: True (and the status set) when the request asks for a non-OK status."""
+        """Echo Status: ends the call with the request's response_status when that is not OK.
+
+        `context.abort` raises, so nothing after it is processed and no message is sent:
+        a unary handler that set a code and returned a message would send that message
+        before the status.
+        """
         if not request.HasField("response_status") or request.response_status.code == 0:
-            return False
+            return
         code = status_code(request.response_status.code)
         if code is None:
-            context.set_code(grpc.StatusCode.UNKNOWN)
-            context.set_details(f"response_status.code {request.response_status.code} is not a gRPC status code")
-        else:
-            context.set_code(code)
-            context.set_details(request.response_status.message)
-        return True
+            context.abort(grpc.StatusCode.UNKNOWN,
+                          f"response_status.code {request.response_status.code} is not a gRPC status code")
+        context.abort(code, request.response_status.message)
 
     @staticmethod
     def _check_type(request, context):
@@ -169,8 +171,7 @@ class TestService:
 
     def UnaryCall(self, request, context):
         self._echo_metadata(context)
-        if self._echo_status(request, context):
-            return messages_pb2.SimpleResponse()
+        self._echo_status(request, context)
         self._check_type(request, context)
         if request.HasField("response_compressed") and request.response_compressed.value:
             context.set_compression(grpc.Compression.Gzip)
@@ -186,8 +187,7 @@ class TestService:
 
     def StreamingOutputCall(self, request, context):
         self._echo_metadata(context)
-        if self._echo_status(request, context):
-            return
+        self._echo_status(request, context)
         yield from self._respond(request, context)
 
     def StreamingInputCall(self, request_iterator, context):
@@ -198,16 +198,14 @@ class TestService:
     def FullDuplexCall(self, request_iterator, context):
         self._echo_metadata(context)
         for request in request_iterator:
-            if self._echo_status(request, context):
-                return
+            self._echo_status(request, context)
             yield from self._respond(request, context)
 
     def HalfDuplexCall(self, request_iterator, context):
         self._echo_metadata(context)
         requests = list(request_iterator)
         for request in requests:
-            if self._echo_status(request, context):
-                return
+            self._echo_status(request, context)
             yield from self._respond(request, context)
 
 
