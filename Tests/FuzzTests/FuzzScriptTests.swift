@@ -2,18 +2,18 @@ import Foundation
 import Subprocess
 import Testing
 
-/// Runs `scripts/fuzz` (libFuzzer on its six targets: the frame decoder, the
+/// Runs `scripts/fuzz` (libFuzzer on its seven targets: the frame decoder, the
 /// reachability probe's response parser, the netlink parser and tables, the endpoint
-/// parser, the transfer protocol's messages and HPACK's decoder; see Fuzz/*.swift) for a
-/// bounded time,
-/// from the seeds checked in under Fuzz/Corpus, and expects it to find nothing.
+/// parser, the transfer protocol's messages, HPACK's decoder and HTTP/2's frame decoder;
+/// see Fuzz/*.swift) for a bounded time, from the seeds checked in under Fuzz/Corpus, and
+/// expects it to find nothing.
 @Suite struct FuzzScriptTests {
     /// The repository root: this file is `<root>/Tests/FuzzTests/FuzzScriptTests.swift`.
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Shared by the targets: 10 s each.
-    static let fuzzSeconds = 60
+    static let fuzzSeconds = 70
     /// Past this the script (and the fuzzer under it) is killed and the test fails.
     static let hardTimeout: Duration = .seconds(480)
 
