@@ -257,7 +257,7 @@ let package = Package(
         // module.
         .target(
             name: "SwitchyardHTTP2",
-            dependencies: ["SwitchyardHPACK"],
+            dependencies: ["Switchyard", "SwitchyardHPACK"],
             swiftSettings: strict
         ),
         // The system OpenSSL 3 (Debian: libssl-dev), through pkg-config, with a shim of

@@ -1,0 +1,356 @@
+package import Switchyard
+package import SwitchyardHPACK
+
+/// What happens to one stream of an ``H2Connection``, on the connection's loop.
+package protocol H2StreamDelegate: AnyObject {
+    /// Response headers, trailers, or (server) nothing: a server's request headers come
+    /// through ``H2ConnectionDelegate/h2Connection(_:didOpen:headers:endStream:)``.
+    func h2Stream(_ stream: H2StreamID, didReceiveHeaders fields: [HPACKField], endStream: Bool)
+    /// DATA, `flowControlledLength` of which must be given back with
+    /// ``H2Connection/consumed(_:bytes:)`` once the reader took it.
+    func h2Stream(_ stream: H2StreamID, didReceiveData bytes: [UInt8], endStream: Bool, flowControlledLength: Int)
+    /// Queued data can move again.
+    func h2StreamWindowOpened(_ stream: H2StreamID)
+    /// The stream ended: closed both ways (`error` nil), reset by either side (the code,
+    /// and whether the peer can have processed it), or its connection ended.
+    func h2Stream(_ stream: H2StreamID, didEndWith ending: H2StreamEnding)
+}
+
+/// How a stream ended.
+package enum H2StreamEnding: Sendable, Hashable {
+    /// Both sides ended it normally.
+    case closed
+    /// Reset: by the peer (`byPeer`), or by this side after a stream error or an
+    /// explicit reset. `processed` false: the peer cannot have processed it (refused, or
+    /// above a GOAWAY's last stream), so a client may send it again elsewhere.
+    case reset(H2ErrorCode, byPeer: Bool, processed: Bool)
+    /// The connection ended under it (`error` from the transport, or a protocol error).
+    case connectionEnded(TransportError)
+}
+
+/// What happens to the connection as a whole, on its loop.
+package protocol H2ConnectionDelegate: AnyObject {
+    /// Server: a client opened a stream. Set its delegate with ``H2Connection/setDelegate(_:for:)``
+    /// before returning, or reset it.
+    func h2Connection(_ connection: H2Connection, didOpen stream: H2StreamID, headers: [HPACKField], endStream: Bool)
+    func h2Connection(_ connection: H2Connection, didReceiveGoAway lastStreamID: H2StreamID, code: H2ErrorCode, debugData: [UInt8])
+    func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64)
+    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64)
+    /// The peer's settings changed (its stream limit, say): waiting streams may start.
+    func h2ConnectionSettingsChanged(_ connection: H2Connection, settings: H2Settings)
+    /// The connection ended: `nil` for a close after draining, else why.
+    func h2Connection(_ connection: H2Connection, didCloseWith error: TransportError?)
+}
+
+/// HTTP/2 over one Switchyard `Connection`: the frame decoder and encoder around an
+/// ``H2ConnectionStateMachine``, driven by the connection's reads and writes.
+///
+/// Everything runs on the connection's loop; methods must be called there (the calls
+/// module hops first). Bytes read are decoded into frames and fed to the state machine;
+/// what it has to send is encoded into one buffer per turn and written borrowed (the
+/// backend copies only what the kernel does not take at once).
+///
+/// Backpressure: while more than ``writeHighWater`` bytes wait in the connection's write
+/// queue (the peer is not reading), the connection stops reading, so a peer cannot make
+/// this side queue acknowledgements (PING, SETTINGS) without bound; reading resumes once
+/// the queue drains.
+///
+/// Safety of `@unchecked Sendable`: all mutable state is confined to the connection's
+/// loop.
+package final class H2Connection: @unchecked Sendable {
+    package let connection: any Connection
+    package let role: H2Role
+    package var eventLoop: any TransportEventLoop { connection.eventLoop }
+    /// Above this many bytes waiting in the connection's write queue, reading stops.
+    package let writeHighWater: Int
+
+    private var machine: H2ConnectionStateMachine
+    private var decoder: H2FrameDecoder
+    private var events: [H2Event] = []
+    private var outbound: [H2Outbound] = []
+    private var writeBuffer: [UInt8] = []
+    private var streams: [H2StreamID: any H2StreamDelegate] = [:]
+    private var delegate: (any H2ConnectionDelegate)?
+    private var completions: [H2WriteToken: WriteCompletion] = [:]
+    private var nextToken: UInt64 = 0
+    private var reading = false
+    private var blockedOnWrites = false
+    private var closing = false
+    private var closed = false
+    private var adapter: Adapter?
+
+    package init(connection: any Connection, role: H2Role, configuration: H2Configuration, writeHighWater: Int = 1 << 20) {
+        self.connection = connection
+        self.role = role
+        self.writeHighWater = writeHighWater
+        self.machine = H2ConnectionStateMachine(role: role, configuration: configuration)
+        self.decoder = H2FrameDecoder(role: role == .client ? .client : .server, maxFrameSize: configuration.maxFrameSize)
+    }
+
+    /// Starts the connection: the client's preface, both sides' SETTINGS, and reading.
+    package func start(delegate: any H2ConnectionDelegate) {
+        precondition(eventLoop.inEventLoop, "H2Connection.start must run on the connection's loop (a bug in its caller)")
+        self.delegate = delegate
+        let adapter = Adapter(self)
+        self.adapter = adapter
+        connection.setHandler(adapter)
+        if role == .client {
+            writeBuffer.append(contentsOf: h2ConnectionPreface)
+        }
+        flush()
+        updateReading()
+    }
+
+    // MARK: streams
+
+    /// Whether a new stream may open now (client): below the peer's stream limit, not
+    /// going away.
+    package var canOpenStream: Bool { !closing && !closed && machine.canOpenStream }
+
+    /// Client: opens a stream with `headers`; its events go to `delegate`.
+    package func openStream(headers: [HPACKField], endStream: Bool, delegate: any H2StreamDelegate) throws(H2StreamError) -> H2StreamID {
+        let id = try machine.openStream(headers: headers, endStream: endStream)
+        streams[id] = delegate
+        flush()
+        return id
+    }
+
+    /// Server: the delegate of a stream the client opened.
+    package func setDelegate(_ delegate: any H2StreamDelegate, for stream: H2StreamID) {
+        streams[stream] = delegate
+    }
+
+    package func sendHeaders(_ stream: H2StreamID, _ fields: [HPACKField], endStream: Bool) throws(H2StreamError) {
+        try machine.sendHeaders(stream, fields, endStream: endStream)
+        flush()
+    }
+
+    /// Sends `bytes` on `stream`; `completion` runs once the last of them is in the
+    /// kernel (they may first wait for flow-control window), or with the error that
+    /// stopped them.
+    package func sendData(_ stream: H2StreamID, _ bytes: [UInt8], endStream: Bool, completion: WriteCompletion?) throws(H2StreamError) {
+        var token: H2WriteToken?
+        if let completion {
+            nextToken &+= 1
+            let made = H2WriteToken(nextToken)
+            completions[made] = completion
+            token = made
+        }
+        do {
+            try machine.sendData(stream, bytes, endStream: endStream, token: token)
+        } catch {
+            if let token { completions[token] = nil }
+            throw error
+        }
+        flush()
+    }
+
+    package func endStream(_ stream: H2StreamID) throws(H2StreamError) {
+        try machine.endStream(stream)
+        flush()
+    }
+
+    package func resetStream(_ stream: H2StreamID, code: H2ErrorCode) {
+        machine.resetStream(stream, code: code)
+        flush()
+    }
+
+    /// The reader took `bytes` of `stream`'s flow-controlled data: window may be granted.
+    package func consumed(_ stream: H2StreamID, bytes: Int) {
+        machine.consumed(stream, bytes: bytes)
+        flush()
+    }
+
+    /// Bytes accepted for `stream` and not yet in frames (waiting for window).
+    package func queuedBytes(_ stream: H2StreamID) -> Int { machine.queuedBytes(stream) }
+
+    // MARK: the connection
+
+    package func sendPing(_ payload: UInt64) {
+        machine.sendPing(payload)
+        flush()
+    }
+
+    /// GOAWAY, gracefully: streams open go on, new ones are refused; the connection
+    /// closes once none is left.
+    package func beginGracefulShutdown() {
+        machine.beginGracefulShutdown(now: .now)
+        flush()
+    }
+
+    /// GOAWAY with `code` and `message`, then close once it is written.
+    package func abort(_ code: H2ErrorCode, message: String) {
+        guard !closed else { return }
+        machine.abort(code, message: message)
+        closing = true
+        flush()
+    }
+
+    /// Closes the connection now; every open stream ends with `error`.
+    package func close(with error: TransportError) {
+        guard !closed else { return }
+        connection.close()
+        didClose(error)
+    }
+
+    // MARK: the engine
+
+    fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
+        guard !closed, !closing else { return }
+        decoder.append(bytes)
+        let now = ContinuousClock.now
+        while !closing {
+            let frame: H2Frame
+            do {
+                guard let next = try decoder.nextFrame() else { break }
+                frame = next
+            } catch {
+                if let stream = error.stream {
+                    machine.resetStream(stream, code: error.code)
+                    continue
+                }
+                machine.abort(error.code, message: error.message)
+                closing = true
+                endStreams(TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(error)"))
+                break
+            }
+            machine.receive(frame, now: now, into: &events)
+            dispatchEvents()
+        }
+        flush()
+    }
+
+    private func dispatchEvents() {
+        var index = 0
+        while index < events.count {
+            let event = events[index]
+            index += 1
+            switch event {
+            case .streamOpened(let id, let headers, let endStream):
+                delegate?.h2Connection(self, didOpen: id, headers: headers, endStream: endStream)
+                if streams[id] == nil {
+                    machine.resetStream(id, code: .refusedStream)
+                }
+            case .headers(let id, let fields, let endStream):
+                streams[id]?.h2Stream(id, didReceiveHeaders: fields, endStream: endStream)
+            case .data(let id, let bytes, let endStream, let length):
+                if let stream = streams[id] {
+                    stream.h2Stream(id, didReceiveData: bytes, endStream: endStream, flowControlledLength: length)
+                } else {
+                    machine.consumed(id, bytes: length)
+                }
+            case .streamReset(let id, let code, let processed):
+                if let stream = streams.removeValue(forKey: id) {
+                    stream.h2Stream(id, didEndWith: .reset(code, byPeer: true, processed: processed))
+                }
+            case .streamClosed(let id):
+                streams.removeValue(forKey: id)?.h2Stream(id, didEndWith: .closed)
+            case .windowOpened(let id):
+                if id.isConnection {
+                    for (id, stream) in streams { stream.h2StreamWindowOpened(id) }
+                } else {
+                    streams[id]?.h2StreamWindowOpened(id)
+                }
+            case .pingAcknowledged(let payload):
+                delegate?.h2Connection(self, didAcknowledgePing: payload)
+            case .pingReceived(let payload):
+                delegate?.h2Connection(self, didReceivePing: payload)
+            case .goAwayReceived(let last, let code, let debug):
+                delegate?.h2Connection(self, didReceiveGoAway: last, code: code, debugData: debug)
+            case .remoteSettingsChanged(let settings):
+                delegate?.h2ConnectionSettingsChanged(self, settings: settings)
+            case .drained:
+                closing = true
+            case .connectionError(let violation):
+                closing = true
+                endStreams(TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(violation)"))
+            }
+        }
+        events.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes what the state machine has to send, as one borrowed write; closes the
+    /// connection after it when closing.
+    private func flush() {
+        guard !closed else { return }
+        if !blockedOnWrites {
+            machine.takeOutbound(into: &outbound)
+        }
+        var done: [WriteCompletion] = []
+        for item in outbound {
+            H2FrameEncoder.encode(item.frame, into: &writeBuffer)
+            for token in item.writeTokens {
+                if let completion = completions.removeValue(forKey: token) { done.append(completion) }
+            }
+        }
+        outbound.removeAll(keepingCapacity: true)
+        let closeAfter = closing
+        if !writeBuffer.isEmpty {
+            let completion: WriteCompletion?
+            if done.isEmpty && !closeAfter {
+                completion = nil
+            } else {
+                completion = { [done] error in
+                    for report in done { report(error) }
+                    if closeAfter { self.close(with: error ?? Self.closedAfterGoAway) }
+                }
+            }
+            writeBuffer.withUnsafeBytes { connection.write(borrowing: $0, completion: completion) }
+            writeBuffer.removeAll(keepingCapacity: true)
+        } else if closeAfter {
+            close(with: Self.closedAfterGoAway)
+            return
+        }
+        updateReading()
+    }
+
+    private static let closedAfterGoAway = TransportError(code: .unavailable, reason: .closed, message: "the HTTP/2 connection went away")
+
+    private func updateReading() {
+        guard !closed else { return }
+        let overWater = connection.pendingWriteBytes > writeHighWater
+        blockedOnWrites = overWater
+        let want = !closing && !overWater
+        guard want != reading else { return }
+        reading = want
+        if want { connection.startReading() } else { connection.stopReading() }
+    }
+
+    fileprivate func didDrainWrites() {
+        blockedOnWrites = false
+        flush()
+    }
+
+    fileprivate func didReadEnd() {
+        close(with: TransportError(code: .unavailable, reason: .closed, message: "the peer closed the HTTP/2 connection"))
+    }
+
+    fileprivate func didClose(_ error: TransportError?) {
+        guard !closed else { return }
+        closed = true
+        let why = error ?? TransportError(code: .unavailable, reason: .closed, message: "the HTTP/2 connection was closed")
+        endStreams(why)
+        for (_, completion) in completions { completion(why) }
+        completions.removeAll()
+        adapter = nil
+        let delegate = self.delegate
+        self.delegate = nil
+        delegate?.h2Connection(self, didCloseWith: error)
+    }
+
+    private func endStreams(_ error: TransportError) {
+        let ending = streams
+        streams.removeAll()
+        for (id, stream) in ending { stream.h2Stream(id, didEndWith: .connectionEnded(error)) }
+    }
+
+    /// The connection's handler; holds the driver while the connection lives.
+    private final class Adapter: ConnectionHandler, @unchecked Sendable {
+        let driver: H2Connection
+        init(_ driver: H2Connection) { self.driver = driver }
+        func connectionDidRead(_ bytes: UnsafeRawBufferPointer) { driver.didRead(bytes) }
+        func connectionDidReadEnd() { driver.didReadEnd() }
+        func connectionDidDrainWrites() { driver.didDrainWrites() }
+        func connectionDidClose(error: TransportError?) { driver.didClose(error) }
+    }
+}
