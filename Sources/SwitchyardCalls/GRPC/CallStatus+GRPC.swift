@@ -21,15 +21,16 @@ extension CallStatus {
     }
 
     /// The status of a response without `grpc-status`, from its HTTP status
-    /// (``GRPCStatusCode/init(httpStatus:)``): reason `http status`, the HTTP status in
-    /// ``TransportError/native`` (domain `http`). Never OK.
+    /// (``GRPCStatusCode/init(httpStatus:)``): reason `http status`, a message naming
+    /// the HTTP status, and the gRPC code in ``TransportError/native`` (domain `grpc`:
+    /// 401's `UNAUTHENTICATED` has no ``TransportError/Code`` of its own). Never OK.
     package init(httpStatus: Int) {
         let code = GRPCStatusCode(httpStatus: httpStatus)
         self.init(
             error: TransportError(
                 code: code.transportCode ?? .unknown, reason: .httpStatus,
                 message: "the response has HTTP status \(httpStatus) and no grpc-status (\(code.name) by gRPC's mapping)",
-                native: .init(domain: .http, code: Int32(clamping: httpStatus), name: String(httpStatus))))
+                native: .init(domain: .grpc, code: Int32(code.rawValue), name: code.name)))
     }
 
     /// The status of a call whose stream the peer reset (`RST_STREAM` with

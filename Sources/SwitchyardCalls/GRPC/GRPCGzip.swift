@@ -28,7 +28,10 @@ package final class GRPCGzipCompressor {
 
     /// The most bytes ``compress(_:into:)`` writes for `count` input bytes.
     package func bound(_ count: Int) -> Int {
-        Int(deflateBound(stream, uLong(count)))
+        // After a finished stream zlib counts the gzip wrapper as written already (its
+        // `wrap` is negated) and bounds 12 bytes short: reset first.
+        deflateReset(stream)
+        return Int(deflateBound(stream, uLong(count)))
     }
 
     /// Compresses `message` into `output` (at least ``bound(_:)`` bytes); returns the

@@ -99,6 +99,12 @@ package enum GRPCResponse {
         package var acceptEncodings: [GRPCEncoding]
         /// The response metadata.
         package var metadata: CallMetadata
+
+        package init(encoding: GRPCEncoding, acceptEncodings: [GRPCEncoding], metadata: CallMetadata) {
+            self.encoding = encoding
+            self.acceptEncodings = acceptEncodings
+            self.metadata = metadata
+        }
     }
 
     /// Reads the first header block of a response when it does not end the stream.

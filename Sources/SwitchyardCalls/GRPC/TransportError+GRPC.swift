@@ -6,9 +6,9 @@ extension TransportError.Reason {
     /// holds the status code as sent (domain ``TransportError/NativeError/Domain/grpc``).
     public static let grpcStatus = TransportError.Reason("grpc status")
     /// A response without a `grpc-status` (a proxy's or a plain HTTP server's error page):
-    /// the code comes from the HTTP status, by gRPC's table (`doc/http-grpc-status-mapping.md`);
-    /// the error's ``TransportError/native`` holds the HTTP status (domain
-    /// ``TransportError/NativeError/Domain/http``).
+    /// the code comes from the HTTP status, by gRPC's table (`doc/http-grpc-status-mapping.md`),
+    /// and the message names the HTTP status; the error's ``TransportError/native`` holds
+    /// the gRPC code (domain ``TransportError/NativeError/Domain/grpc``).
     public static let httpStatus = TransportError.Reason("http status")
     /// The server refused the call's stream (HTTP/2 `REFUSED_STREAM`) before processing
     /// any of it: the call can be retried, on this connection or another. Code `unavailable`.
@@ -25,8 +25,6 @@ extension TransportError.NativeError.Domain {
     /// (`ALREADY_EXISTS`, `OUT_OF_RANGE`, `DATA_LOSS`, `UNAUTHENTICATED`); the native
     /// error keeps them exact.
     public static let grpc = Self("grpc")
-    /// An HTTP status code (`:status`), named by its number.
-    public static let http = Self("http")
     /// An HTTP/2 error code (RFC 9113 section 7) from a `RST_STREAM` or `GOAWAY`,
     /// named as the RFC names it (`"REFUSED_STREAM"`).
     public static let http2 = Self("http2")
