@@ -186,7 +186,7 @@ package enum GRPCResponse {
     /// Reads a response's Trailers (the block that ends the stream after headers): the
     /// status from `grpc-status` and `grpc-message` (percent-decoded, leniently), and
     /// the trailing metadata (`grpc-status-details-bin` included). No `grpc-status`, or
-    /// one that is not a code 0 to 16 written plainly: `unknown`, reason `protocol
+    /// one that is not a code 0 to 16 in decimal: `unknown`, reason `protocol
     /// violation`. A `-bin` value that is not base64: `internal`, reason `protocol
     /// violation`, and no metadata.
     package static func readTrailers(_ fields: [GRPCHeaderField]) -> (status: CallStatus, metadata: CallMetadata) {

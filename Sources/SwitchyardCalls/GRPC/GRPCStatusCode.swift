@@ -59,12 +59,12 @@ package struct GRPCStatusCode: Sendable, Hashable, CustomStringConvertible {
     /// The code's `grpc-status` value: its number in decimal, no leading zeros.
     package var encoded: [UInt8] { Array(String(rawValue).utf8) }
 
-    /// The code a `grpc-status` value spells: 1 or 2 ASCII digits, no leading zero
-    /// (except `0` itself), 0 to 16. Nil otherwise: an unknown or malformed status,
-    /// which a client takes as `UNKNOWN`.
+    /// The code a `grpc-status` value spells: ASCII digits (at most 9) for 0 to 16.
+    /// Leading zeros are read (the spec tells senders to leave them out; grpc-go and
+    /// grpc-swift read them). Nil otherwise (a sign, a space, another number): an
+    /// unknown or malformed status, which a client takes as `UNKNOWN`.
     package init?(parsing value: some Collection<UInt8>) {
-        guard (1...2).contains(value.count), value.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-        if value.count == 2, value.first == 0x30 { return nil }
+        guard (1...9).contains(value.count), value.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
         self.init(rawValue: value.reduce(0) { $0 * 10 + Int($1 - 0x30) })
     }
 

@@ -55,7 +55,7 @@ struct GRPCResponseTests {
         #expect(metadata[binaryValues: "grpc-status-details-bin"] == [[0x08, 0x10]])
     }
 
-    @Test("Trailers without a valid grpc-status end the call UNKNOWN", arguments: [nil, "17", "x", "01"])
+    @Test("Trailers without a valid grpc-status end the call UNKNOWN", arguments: [nil, "17", "x", "-1"])
     func badTrailers(value: String?) {
         let (status, _) = GRPCResponse.readTrailers(Self.block(value.map { [("grpc-status", $0)] } ?? [("k", "v")]))
         #expect(status.grpcCode == .unknown)
