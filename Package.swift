@@ -93,12 +93,19 @@ let package = Package(
         .target(
             name: "SwitchyardCalls",
             dependencies: [
-                "Switchyard",
+                "Switchyard", "CSwitchyardZlib",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
+        ),
+        // The system zlib (Debian: zlib1g-dev), through pkg-config: gRPC's gzip message
+        // compression in SwitchyardCalls.
+        .systemLibrary(
+            name: "CSwitchyardZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
         ),
         // SiteReachability: reachable means a real request over a transport succeeded.
         .target(
@@ -493,7 +500,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardCallsTests",
-            dependencies: ["Switchyard", "SwitchyardCalls", "SwitchyardMemory", "SwitchyardTestSupport"],
+            dependencies: [
+                "Switchyard", "SwitchyardCalls", "SwitchyardMemory", "SwitchyardTestSupport",
+                // The gzip interop tests take their bytes from python3's gzip and zlib.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
