@@ -767,6 +767,10 @@ def attack_continuation_flood(args, deadline, report) -> tuple[Wire, RawPeer]:
             outcome = "deadline"
     if outcome == "stopped by server":
         stopped_at = wire.bytes_sent
+        if not wire.closed:
+            # A GOAWAY stopped us: see whether the server also closes the connection.
+            wire.out.clear()
+            wire.wait(lambda: wire.closed, min(deadline, time.monotonic() + args.grace))
     else:
         wire.wait(lambda: wire.closed or bool(peer.goaways), min(deadline, time.monotonic() + args.grace))
     goaway = peer.goaway
@@ -780,8 +784,10 @@ def attack_continuation_flood(args, deadline, report) -> tuple[Wire, RawPeer]:
         report.defended = True
         how = f"GOAWAY {goaway['name']}" if goaway else "connection closed"
         report.verdict = f"{how} after {stopped_at} bytes ({stopped_at / MIB:.2f} MiB) of the header block"
-    elif stopped:
+    elif stopped and stopped_at >= budget // 2:
         report.verdict = f"stopped only after {stopped_at / MIB:.2f} MiB (more than half the {args.budget_mib} MiB budget)"
+    elif stopped:
+        report.verdict = f"GOAWAY {goaway['name'] if goaway else '?'} without an error code, connection kept"
     else:
         report.verdict = f"not stopped: {wire.bytes_sent / MIB:.2f} MiB sent, {outcome}"
     return wire, peer
@@ -1086,3 +1092,5 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:  # stdout closed by the reader (| head)
+        sys.exit(1)
