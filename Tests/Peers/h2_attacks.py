@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import select
 import socket
 import ssl
@@ -100,10 +101,6 @@ ATTACKS: dict[str, str] = {
         "PASSES (exit 0) when that is what came back."
     ),
 }
-
-
-class Deadline(Exception):
-    """The attack's overall --timeout ran out."""
 
 
 class HarnessError(Exception):
@@ -1031,7 +1028,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--attack", required=True, choices=list(ATTACKS))
     parser.add_argument("--tls", action="store_true", help="TLS with ALPN h2, no certificate verification")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--timeout", type=float, default=30.0, help="overall limit in seconds (default 30)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="overall limit in seconds (default 30; zero-window takes at least --hold + --probe-timeout + 12)")
     parser.add_argument("--path", default="/echo", help="request path (default /echo)")
     parser.add_argument("--authority", help="the :authority (default HOST:PORT)")
     parser.add_argument("--method", default="POST", help="control and probe method (default POST)")
@@ -1074,6 +1071,15 @@ def wrap(text: str, width: int) -> list[str]:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     rendered, code = run(args)
+    try:
+        print_report(args, rendered, code)
+        sys.stdout.flush()
+    except BrokenPipeError:  # stdout closed by its reader (| head): keep the verdict's exit status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
+
+
+def print_report(args: argparse.Namespace, rendered: dict[str, Any], code: int) -> None:
     if args.json:
         print(json.dumps(rendered))
     else:
@@ -1084,7 +1090,6 @@ def main(argv: list[str]) -> int:
         for key, value in rendered.items():
             if key not in ("attack", "verdict", "defended"):
                 print(f"  {key}: {json.dumps(value)}")
-    return code
 
 
 if __name__ == "__main__":
@@ -1092,5 +1097,3 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
-    except BrokenPipeError:  # stdout closed by the reader (| head)
-        sys.exit(1)
