@@ -93,7 +93,7 @@ let package = Package(
         .target(
             name: "SwitchyardCalls",
             dependencies: [
-                "Switchyard", "CSwitchyardZlib",
+                "Switchyard", "CSwitchyardZlib", "SwitchyardHPACK", "SwitchyardHTTP2",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -552,7 +552,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardHTTP2Tests",
-            dependencies: ["SwitchyardHTTP2", "SwitchyardHPACK"],
+            dependencies: [
+                "Switchyard", "SwitchyardHTTP2", "SwitchyardHPACK", "SwitchyardBSD", "SwitchyardMemory",
+                // The peers: h2load, nghttp and python3 (Tests/Peers).
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's

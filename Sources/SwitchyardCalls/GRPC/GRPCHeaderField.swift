@@ -1,31 +1,20 @@
+package import SwitchyardHPACK
+
 /// One field of an HTTP/2 header block (a request's headers, a response's headers or
-/// trailers) as gRPC's rules read and write it: a name and a value, both bytes.
+/// trailers) as gRPC's rules read and write it: HPACK's field, a name and a value, both
+/// bytes.
 ///
 /// Names are compared byte for byte: HTTP/2 carries them in lower case (a field name
 /// with an upper-case letter makes the block malformed, RFC 9113 section 8.2.1), so the
 /// HTTP/2 layer has rejected any other before a field reaches these rules. Values are
 /// what the peer sent, unchecked: the rules that read a field check its value.
-package struct GRPCHeaderField: Sendable, Hashable, CustomStringConvertible {
-    package var name: [UInt8]
-    package var value: [UInt8]
+package typealias GRPCHeaderField = HPACKField
 
-    package init(name: [UInt8], value: [UInt8]) {
-        self.name = name
-        self.value = value
-    }
-
-    /// A field from text (both as UTF-8).
-    package init(_ name: String, _ value: String) {
-        self.name = Array(name.utf8)
-        self.value = Array(value.utf8)
-    }
-
+extension HPACKField {
     /// The name as text (names are ASCII).
     package var nameText: String { String(decoding: name, as: UTF8.self) }
     /// The value as text (invalid UTF-8 replaced).
     package var valueText: String { String(decoding: value, as: UTF8.self) }
-
-    package var description: String { "\(nameText): \(valueText)" }
 }
 
 /// The names gRPC gives a meaning to, as bytes.
