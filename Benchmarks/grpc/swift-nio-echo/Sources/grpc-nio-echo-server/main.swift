@@ -1,0 +1,35 @@
+// grpc-nio-echo-server: the grpc-swift 2 peer of the gRPC benchmark. Serves
+// /switchyard.bench.Echo/Unary and /switchyard.bench.Echo/Stream (raw bytes, echoed) over
+// plaintext HTTP/2 (h2c) on HTTP2ServerTransport.Posix, prints `listening on PORT` once
+// bound, and runs until it is killed.
+
+import GRPCCore
+import GRPCEchoService
+import GRPCNIOTransportHTTP2Posix
+import NIOPosix
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+let options: ServerOptions
+do {
+    options = try ServerOptions(parsing: Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fputs("grpc-nio-echo-server: \(error)\nusage: grpc-nio-echo-server [--host H] [--port P] [--event-loops N]\n", stderr)
+    exit(2)
+}
+
+let group = MultiThreadedEventLoopGroup(numberOfThreads: options.eventLoops)
+let transport = HTTP2ServerTransport.Posix(
+    address: .ipv4(host: options.host, port: options.port),
+    transportSecurity: .plaintext,
+    eventLoopGroup: group
+)
+let server = GRPCServer(transport: transport, services: [EchoService()])
+try await withThrowingDiscardingTaskGroup { tasks in
+    tasks.addTask { try await server.serve() }
+    let address = try await transport.listeningAddress
+    print("listening on \(address.ipv4?.port ?? options.port)")
+    fflush(stdout)
+}
