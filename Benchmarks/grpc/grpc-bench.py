@@ -11,11 +11,14 @@ run that.)
     NO_BUILD=1 Benchmarks/grpc/run               # reuse the last build
     CPU= Benchmarks/grpc/run                     # do not pin
 
-Servers (SERVERS, default "cpp nio switchyard"), each serving /switchyard.bench.Echo/Unary
+Servers (SERVERS, default "cpp nio nio-el switchyard"), each serving /switchyard.bench.Echo/Unary
 and /switchyard.bench.Echo/Stream over plaintext HTTP/2 on 127.0.0.1, printing
 `listening on PORT` once bound:
     cpp         cpp-echo-server/: gRPC C++ (Debian's libgrpc++), callback API, generic service
-    nio         swift-nio-echo/: grpc-swift 2 on grpc-swift-nio-transport, one event loop thread
+    nio         swift-nio-echo/: grpc-swift 2 on grpc-swift-nio-transport, one event loop
+                thread, handlers on Swift's default global executor (out of the box)
+    nio-el      the same with `--executor nio`: the one event loop installed as Swift's
+                global executor, so handlers run on the loop's thread (no thread hops)
     switchyard  the command in SWITCHYARD_GRPC_ECHO (split like a shell would, run as given;
                 it must pick a port and print `listening on PORT`); skipped with a note
                 when unset
@@ -27,9 +30,11 @@ checked once with real gRPC clients (below). Per (server, round):
     warm-up  h2load, WARMUP_CALLS (2000) unary calls, one at a time, not measured
     unary1   h2load -c 1 -m 1: CALLS_1 (20000) unary calls, one in flight    calls/s, p50, p99
     unary64  h2load -c 1 -m 64: CALLS_64 (50000) calls, 64 in flight         calls/s, p50, p99
-    stream   grpc-nio-echo-client --method stream, one call on one connection,
-             STREAM_SECONDS (2) each, messages of 64 B and of STREAM_BIG (65536) B:
-             messages/s and MiB/s echoed
+    stream   grpc-nio-echo-client --method stream, one call on one connection, no
+             warm-up of its own: the client writes for STREAM_SECONDS (2) as fast as the
+             call takes messages, then half-closes and reads the rest; messages echoed /
+             time to the last echo: messages/s and MiB/s (one direction). Twice: messages
+             of 64 B and of STREAM_BIG (65536) B
 Every load runs on one HTTP/2 connection. Unary calls carry MESSAGE_SIZE (64) bytes of
 payload, length-prefixed as gRPC frames them. Latency is each call's time from h2load's
 --log-file (request start to end of response), nearest-rank percentiles.
@@ -111,18 +116,19 @@ def servers():
     table = {
         "cpp": [str(CPP_SERVER), "0"],
         "nio": [str(bin_dir / "grpc-nio-echo-server"), "--port", "0", "--event-loops", "1"],
+        "nio-el": [str(bin_dir / "grpc-nio-echo-server"), "--port", "0", "--event-loops", "1", "--executor", "nio"],
     }
     own = os.environ.get("SWITCHYARD_GRPC_ECHO", "").strip()
     if own:
         table["switchyard"] = shlex.split(own)
-    chosen = os.environ.get("SERVERS", "cpp nio switchyard").split()
+    chosen = os.environ.get("SERVERS", "cpp nio nio-el switchyard").split()
     names = []
     for name in chosen:
         if name == "switchyard" and not own:
             log("note: SWITCHYARD_GRPC_ECHO is not set: the switchyard server is skipped")
             continue
         if name not in table:
-            sys.exit(f"grpc-run: unknown server {name!r}; known: cpp nio switchyard")
+            sys.exit(f"grpc-run: unknown server {name!r}; known: cpp nio nio-el switchyard")
         names.append(name)
     return {n: table[n] for n in names}, bin_dir / "grpc-nio-echo-client"
 
@@ -258,7 +264,7 @@ def percentile(sorted_values, q):
 
 def stream(client, server, size):
     argv = PIN + [str(client), "--target", f"127.0.0.1:{server.port}", "--method", "stream", "--concurrency", "1",
-                  "--duration", str(STREAM_SECONDS), "--warmup", "0.3", "--message-size", str(size)]
+                  "--duration", str(STREAM_SECONDS), "--warmup", "0", "--message-size", str(size)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise Failure(f"{server.name}: stream of {size} B messages failed: {r.stderr.strip()[-1000:]}")
@@ -279,12 +285,9 @@ def measure(server, client, work):
         before = server.cpu()
         out = stream(client, server, size)
         cpu, source = cpu_seconds(before, server.cpu())
-        # The client's 0.3 s warm-up is inside this CPU window: charge the CPU to every
-        # message of the run, warm-up included, by its share of the time.
-        share = out["seconds"] / (out["seconds"] + 0.3)
         s[f"{key}_mps"], s[f"{key}_mibps"] = out["messages_per_s"], out["mib_per_s"]
-        s[f"{key}_cpu_us"] = cpu * share * 1e6 / max(out["messages"], 1)
-        s[f"{key}_cpu_us_per_mib"] = cpu * share * 1e6 / max(out["messages"] * size / 1048576, 1e-9)
+        s[f"{key}_cpu_us"] = cpu * 1e6 / max(out["messages"], 1)
+        s[f"{key}_cpu_us_per_mib"] = cpu * 1e6 / max(out["messages"] * size / 1048576, 1e-9)
         s[f"{key}_cpu_source"] = source
     s["peak_rss_kib"] = server.peak_rss_kib()
     return s

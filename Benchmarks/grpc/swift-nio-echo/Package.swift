@@ -28,13 +28,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // `grpc-nio-echo-server --port P [--event-loops N]`: prints `listening on PORT`.
+        // `grpc-nio-echo-server --port P [--event-loops N] [--executor default|nio]`: prints
+        // `listening on PORT`.
         .executableTarget(
             name: "grpc-nio-echo-server",
             dependencies: [
                 "GRPCEchoService",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict

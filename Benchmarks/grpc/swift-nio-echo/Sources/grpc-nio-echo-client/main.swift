@@ -16,7 +16,7 @@ let options: ClientOptions
 do {
     options = try ClientOptions(parsing: Array(CommandLine.arguments.dropFirst()))
 } catch {
-    fputs("grpc-nio-echo-client: \(error)\n", stderr)
+    LineOutput.standardError.write("grpc-nio-echo-client: \(error)")
     exit(2)
 }
 
@@ -43,8 +43,8 @@ do {
             return try await driver.stream(concurrency: options.concurrency, seconds: options.duration)
         }
     }
-    print(result.json(options: options))
+    LineOutput.standardOutput.write(result.json(options: options))
 } catch {
-    fputs("grpc-nio-echo-client: \(error)\n", stderr)
+    LineOutput.standardError.write("grpc-nio-echo-client: \(error)")
     exit(1)
 }
