@@ -242,10 +242,13 @@ package struct ChannelConnectionStateMachine: Sendable {
     ///
     /// In `transientFailure` once the retry time has come: with calls waiting, the next
     /// attempt starts (`connecting`); with none, the channel goes `idle` and the next
-    /// call starts the attempt. This is gRPC's current rule (a subchannel leaves
-    /// transient failure for idle when its backoff ends): nobody is made to pay for
-    /// connections nobody asked for, and the backoff still holds, since the run of
-    /// attempts continues from where it stopped until one succeeds. Otherwise ignored.
+    /// call starts the attempt. grpc-core's subchannels do the same (they leave transient
+    /// failure for idle when the backoff ends; grpc-swift-nio-transport's reconnect at
+    /// once instead): no connection is made that no call asked for (on a phone, no
+    /// radio wake-ups for nothing), and the backoff still holds, since the run of
+    /// attempts continues from where it stopped until one succeeds. The price: a
+    /// fail-fast call that comes later waits for an attempt instead of failing with the
+    /// old error. Otherwise ignored.
     package mutating func retryTimerFired(now: ContinuousClock.Instant) -> [Action] {
         guard case .transientFailure(_, let retryAt) = state, now >= retryAt else { return [] }
         var actions: [Action] = []
