@@ -5,8 +5,10 @@
 ///   starts here and comes back after its idle time without calls.
 /// - `connecting`: a connection is being made (TCP, TLS, the HTTP/2 preface).
 /// - `ready`: a connection carries calls.
-/// - `transientFailure`: the last attempt failed (or the connection broke); the next
-///   one waits for its backoff. Wait-for-ready calls wait; others fail `unavailable`.
+/// - `transientFailure`: the last attempt to connect failed; the next one waits for its
+///   backoff. Wait-for-ready calls wait; others fail with that attempt's error. (A
+///   connection that broke after it was ready goes back to `idle`: the next call
+///   reconnects at once, over whatever path the network now has.)
 /// - `shutdown`: the channel was closed; it never leaves this state.
 public enum ChannelConnectivityState: Sendable, Hashable, CustomStringConvertible {
     case idle
