@@ -553,7 +553,7 @@ let package = Package(
         .testTarget(
             name: "SwitchyardHTTP2Tests",
             dependencies: [
-                "Switchyard", "SwitchyardHTTP2", "SwitchyardHPACK", "SwitchyardBSD", "SwitchyardMemory",
+                "Switchyard", "SwitchyardHTTP2", "SwitchyardHPACK", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardTLS",
                 // The peers: h2load, nghttp and python3 (Tests/Peers).
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],

@@ -53,8 +53,8 @@ final class H2TestClient: H2ConnectionDelegate, @unchecked Sendable {
     let goAways = Mutex<[H2ErrorCode]>([])
     private let closure = Mutex<(done: Bool, error: TransportError?, waiter: CheckedContinuation<TransportError?, Never>?)>((false, nil, nil))
 
-    init(transport: any Transport, port: Int, configuration: H2Configuration = H2Configuration()) async throws {
-        let connection = try await transport.connect(to: Endpoint(host: "127.0.0.1", port: port))
+    init(transport: any Transport, port: Int, host: String = "127.0.0.1", configuration: H2Configuration = H2Configuration()) async throws {
+        let connection = try await transport.connect(to: Endpoint(host: host, port: port))
         driver = H2Connection(connection: connection, role: .client, configuration: configuration)
         let driver = self.driver
         connection.eventLoop.execute { driver.start(delegate: self) }
