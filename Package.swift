@@ -541,7 +541,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardHTTP2Tests",
-            dependencies: ["SwitchyardHTTP2", "SwitchyardHPACK"],
+            dependencies: ["SwitchyardHTTP2", "SwitchyardHPACK", .product(name: "Subprocess", package: "swift-subprocess")],
+            // Python's h2 as a peer: scripts the tests run, not sources.
+            exclude: ["Peers"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's
