@@ -557,6 +557,8 @@ let package = Package(
                 // The peers: h2load, nghttp and python3 (Tests/Peers).
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],
+            // Python's h2 as a peer: scripts the tests run, not sources.
+            exclude: ["Peers"],
             swiftSettings: strict
         ),
         // Runs scripts/fuzz (libFuzzer over the frame decoder, the parsers and HPACK's

@@ -1,7 +1,7 @@
 /// Cuts the bytes a peer sends into HTTP/2 frames (RFC 9113 section 4) and checks each
 /// frame on its own, as sections 4.2 and 6 require.
 ///
-/// Feed it what the connection reads, in any pieces (``append(_:)-(UnsafeRawBufferPointer)``),
+/// Feed it what the connection reads, in any pieces (`append(_:)`),
 /// then call ``nextFrame()`` until it returns nil: nil means a whole frame has not arrived
 /// yet. Bytes are kept behind a read index and compacted now and then, so many small frames
 /// in one read cost time in proportion to their bytes, not their count times the buffer.
@@ -200,7 +200,7 @@ package struct H2FrameDecoder: Sendable {
 
     /// The message for a client whose first bytes `sent` are not the preface, or nil while
     /// they could still be the start of an HTTP/1 method and its space.
-    static func notAPrefaceMessage(_ sent: [UInt8]) -> String? {
+    private static func notAPrefaceMessage(_ sent: [UInt8]) -> String? {
         for method in http1Methods {
             if sent.starts(with: method) {
                 let line = sent.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }.prefix(64)
