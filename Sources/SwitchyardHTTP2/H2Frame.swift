@@ -1,7 +1,9 @@
 /// A frame of RFC 9113 section 6, as the decoder produces it and the encoder writes it.
 ///
-/// Padding is not kept: the decoder strips it and reports only how many octets it took
-/// (`flowControlledLength` counts them, as section 6.1 requires); the encoder never pads.
+/// Padding is not kept: the decoder strips it and reports only how many octets it took,
+/// the Pad Length octet included (`paddingLength`: 0 for a frame without the PADDED flag,
+/// 1 for one padded with nothing); `flowControlledLength` counts them, as section 6.1
+/// requires. The encoder never pads.
 /// PRIORITY and the priority fields of HEADERS are parsed and checked (a stream may not
 /// depend on itself) but carry no meaning here: RFC 9113 deprecates the scheme.
 package enum H2Frame: Sendable, Hashable {
@@ -38,8 +40,7 @@ package enum H2Frame: Sendable, Hashable {
     /// frame's whole payload, padding included; 0 for every other frame.
     package var flowControlledLength: Int {
         if case .data(_, let payload, _, let padding) = self {
-            // The Pad Length octet counts too when the frame was padded.
-            return payload.count + (padding > 0 ? padding + 1 : 0)
+            return payload.count + padding
         }
         return 0
     }

