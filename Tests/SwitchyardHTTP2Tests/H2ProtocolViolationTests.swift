@@ -173,5 +173,10 @@ import Testing
         peer.send(.rstStream(second, .refusedStream))
         #expect(peer.events == [.streamReset(first, .cancel, processed: true), .streamReset(second, .refusedStream, processed: false)])
         #expect(throws: H2StreamError.self) { try peer.machine.sendData(first, [1], endStream: false, token: nil) }
+        _ = peer.takeFrames()
+        // A frame after the peer's own RST_STREAM is a stream error STREAM_CLOSED.
+        peer.send(.data(first, payload: [1], endStream: false))
+        #expect(peer.connectionError == nil)
+        #expect(peer.takeFrames().resets == [first: .streamClosed])
     }
 }
