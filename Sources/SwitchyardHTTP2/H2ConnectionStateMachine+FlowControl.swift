@@ -17,10 +17,14 @@ extension H2ConnectionStateMachine {
         }
         guard let index = streams.index(forKey: id) else {
             if isIdle(id) { throw H2ProtocolViolation(connection: .protocolError, "DATA on idle \(id)") }
-            guard recentlyReset.contains(id) else { throw H2ProtocolViolation(connection: .streamClosed, "DATA on closed \(id)") }
-            // Section 5.1: sent before the peer saw our RST_STREAM; its window comes back.
+            guard recentlyReset.contains(id) || recentlyResetByPeer.contains(id) else {
+                throw H2ProtocolViolation(connection: .streamClosed, "DATA on closed \(id)")
+            }
+            // Its window comes back either way.
             returnConnectionWindow(length)
-            return
+            // Section 5.1: sent before the peer saw our RST_STREAM: ignored.
+            if recentlyReset.contains(id) { return }
+            throw H2ProtocolViolation(stream: id, .streamClosed, "DATA after the peer's own RST_STREAM")
         }
         var failure: H2ProtocolViolation?
         if streams.values[index].remoteEnded {
@@ -81,6 +85,7 @@ extension H2ConnectionStateMachine {
             return  // Section 5.1: crossed with our END_STREAM or RST_STREAM.
         }
         removeStream(at: index)
+        recentlyResetByPeer.insert(id)
         events.append(.streamReset(id, code, processed: code != .refusedStream))
         if role == .server, !resetLimiter.take(now: now) {
             throw H2ProtocolViolation(connection: .enhanceYourCalm, "stream resets above \(configuration.streamResetRate)")

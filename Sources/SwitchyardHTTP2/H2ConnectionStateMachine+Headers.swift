@@ -76,6 +76,8 @@ extension H2ConnectionStateMachine {
         } else if recentlyReset.contains(id) {
             // Section 5.1: frames the peer sent before it saw our RST_STREAM.
             return
+        } else if recentlyResetByPeer.contains(id) {
+            throw H2ProtocolViolation(stream: id, .streamClosed, "HEADERS after the peer's own RST_STREAM")
         } else if role == .server, id.isClientInitiated {
             // Section 5.1.1: a new stream's id must be above every id the peer used.
             throw H2ProtocolViolation(

@@ -47,6 +47,9 @@ package struct H2ConnectionStateMachine: Sendable {
     /// The highest stream identifier the peer used.
     package internal(set) var lastRemoteStreamID = H2StreamID.connection
     var recentlyReset: H2RecentlyResetStreams
+    /// The last streams the peer reset: a frame after its own RST_STREAM is a stream error
+    /// STREAM_CLOSED (section 5.1), not a connection error.
+    var recentlyResetByPeer: H2RecentlyResetStreams
 
     /// What the peer lets this side send on the connection.
     var connectionSendWindow = 65_535
@@ -111,6 +114,7 @@ package struct H2ConnectionStateMachine: Sendable {
         decoder = HPACKDecoder(maxTableSize: 4096, maxHeaderListSize: configuration.maxHeaderListSize)
         nextLocalStreamID = role == .client ? 1 : 2
         recentlyReset = H2RecentlyResetStreams(capacity: configuration.recentlyResetStreams)
+        recentlyResetByPeer = H2RecentlyResetStreams(capacity: configuration.recentlyResetStreams)
         resetLimiter = H2RateLimiter(configuration.streamResetRate)
         refusedLimiter = H2RateLimiter(configuration.refusedStreamRate)
         pingLimiter = H2RateLimiter(configuration.pingRate)
