@@ -74,8 +74,14 @@ package final class H2Connection: @unchecked Sendable {
     private var completions: [H2WriteToken: WriteCompletion] = [:]
     private var nextToken: UInt64 = 0
     private var reading = false
+    /// Whether ``dispatchEvents()`` is running: a delegate that calls back into the
+    /// driver (and so adds events) is served by the running loop, never by a nested one.
+    private var dispatching = false
     private var blockedOnWrites = false
     private var closing = false
+    /// Why the connection is closing, when it is not a graceful drain (a protocol error,
+    /// an abort): what the delegate hears once it is closed.
+    private var closingError: TransportError?
     private var closed = false
     private var adapter: Adapter?
 
@@ -183,11 +189,13 @@ package final class H2Connection: @unchecked Sendable {
         guard !closed else { return }
         machine.abort(code, message: message)
         closing = true
+        closingError = TransportError(code: .unavailable, reason: .closed, message: "the HTTP/2 connection was aborted (\(code)): \(message)")
         flush()
     }
 
-    /// Closes the connection now; every open stream ends with `error`.
-    package func close(with error: TransportError) {
+    /// Closes the connection now; every open stream ends with `error` (nil: closed
+    /// locally, `cancelled`/`closed`), and the delegate hears `error`.
+    package func close(with error: TransportError?) {
         guard !closed else { return }
         connection.close()
         didClose(error)
@@ -211,7 +219,8 @@ package final class H2Connection: @unchecked Sendable {
                 }
                 machine.abort(error.code, message: error.message)
                 closing = true
-                endStreams(TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(error)"))
+                closingError = TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(error)")
+                endStreams(closingError!)
                 break
             }
             machine.receive(frame, now: now, into: &events)
@@ -221,6 +230,9 @@ package final class H2Connection: @unchecked Sendable {
     }
 
     private func dispatchEvents() {
+        guard !dispatching else { return }
+        dispatching = true
+        defer { dispatching = false }
         var index = 0
         while index < events.count {
             let event = events[index]
@@ -263,7 +275,8 @@ package final class H2Connection: @unchecked Sendable {
                 closing = true
             case .connectionError(let violation):
                 closing = true
-                endStreams(TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(violation)"))
+                closingError = TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(violation)")
+                endStreams(closingError!)
             }
         }
         events.removeAll(keepingCapacity: true)
@@ -276,6 +289,9 @@ package final class H2Connection: @unchecked Sendable {
         if !blockedOnWrites {
             machine.takeOutbound(into: &outbound)
         }
+        // Events no frame brought in: a stream closed by our END_STREAM going out, the
+        // end of a graceful drain.
+        machine.takeEvents(into: &events)
         var done: [WriteCompletion] = []
         for item in outbound {
             H2FrameEncoder.encode(item.frame, into: &writeBuffer)
@@ -292,19 +308,22 @@ package final class H2Connection: @unchecked Sendable {
             } else {
                 completion = { [done] error in
                     for report in done { report(error) }
-                    if closeAfter { self.close(with: error ?? Self.closedAfterGoAway) }
+                    if closeAfter { self.close(with: error ?? self.closingError) }
                 }
             }
             writeBuffer.withUnsafeBytes { connection.write(borrowing: $0, completion: completion) }
             writeBuffer.removeAll(keepingCapacity: true)
         } else if closeAfter {
-            close(with: Self.closedAfterGoAway)
+            close(with: closingError)
             return
         }
         updateReading()
+        if !events.isEmpty && !dispatching {
+            dispatchEvents()
+            // What the delegates did in answer.
+            if !closed { flush() }
+        }
     }
-
-    private static let closedAfterGoAway = TransportError(code: .unavailable, reason: .closed, message: "the HTTP/2 connection went away")
 
     private func updateReading() {
         guard !closed else { return }
@@ -328,7 +347,7 @@ package final class H2Connection: @unchecked Sendable {
     fileprivate func didClose(_ error: TransportError?) {
         guard !closed else { return }
         closed = true
-        let why = error ?? TransportError(code: .unavailable, reason: .closed, message: "the HTTP/2 connection was closed")
+        let why = error ?? TransportError(code: .cancelled, reason: .closed, message: "the HTTP/2 connection was closed")
         endStreams(why)
         for (_, completion) in completions { completion(why) }
         completions.removeAll()

@@ -9,6 +9,8 @@ import Synchronization
 /// client's window moves only as fast as the echo goes out), then END_STREAM.
 final class H2EchoServer: Sendable {
     let listener: any Listener
+    /// Held: a transport that goes away takes its listeners with it.
+    let transport: any Transport
     let configuration: H2Configuration
     /// Connections accepted and the reasons they ended, for the tests to read.
     let closes = Mutex<[TransportError?]>([])
@@ -17,6 +19,7 @@ final class H2EchoServer: Sendable {
 
     init(transport: any Transport, configuration: H2Configuration = H2Configuration()) async throws {
         self.configuration = configuration
+        self.transport = transport
         listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
         listener.acceptConnections { [self] connection in
             accepted.add(1, ordering: .relaxed)
