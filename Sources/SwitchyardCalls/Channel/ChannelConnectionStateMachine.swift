@@ -252,12 +252,7 @@ package struct ChannelConnectionStateMachine: Sendable {
     package mutating func retryTimerFired(now: ContinuousClock.Instant) -> [Action] {
         guard case .transientFailure(_, let retryAt) = state, now >= retryAt else { return [] }
         var actions: [Action] = []
-        if waiting.isEmpty {
-            state = .idle
-            actions.append(.stateChanged(.idle))
-        } else {
-            startAttempt(now: now, into: &actions)
-        }
+        connectIfWaiting(now: now, into: &actions)
         return actions
     }
 
@@ -307,20 +302,10 @@ package struct ChannelConnectionStateMachine: Sendable {
         case .connecting(let attempt, _, _):
             actions.append(.close(attempt, error))
             attempts = backoff.attempts()
-            if waiting.isEmpty {
-                state = .idle
-                actions.append(.stateChanged(.idle))
-            } else {
-                startAttempt(now: now, into: &actions)
-            }
+            connectIfWaiting(now: now, into: &actions)
         case .transientFailure:
             attempts = backoff.attempts()
-            if waiting.isEmpty {
-                state = .idle
-                actions.append(.stateChanged(.idle))
-            } else {
-                startAttempt(now: now, into: &actions)
-            }
+            connectIfWaiting(now: now, into: &actions)
         }
         return actions
     }
@@ -383,6 +368,16 @@ package struct ChannelConnectionStateMachine: Sendable {
     package static let shutdownError = TransportError(code: .cancelled, reason: .shutdown, message: "the channel was shut down")
     /// The error a connection made for an abandoned attempt is closed with.
     static let staleError = TransportError.closedLocally("the attempt was abandoned before it connected")
+
+    /// Calls wait: a new attempt now. None: `idle`, until a call asks.
+    private mutating func connectIfWaiting(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if waiting.isEmpty {
+            state = .idle
+            actions.append(.stateChanged(.idle))
+        } else {
+            startAttempt(now: now, into: &actions)
+        }
+    }
 
     private mutating func startAttempt(now: ContinuousClock.Instant, into actions: inout [Action]) {
         let id = ConnectionID(nextConnectionID)
