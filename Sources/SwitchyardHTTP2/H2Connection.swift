@@ -20,10 +20,11 @@ package protocol H2StreamDelegate: AnyObject {
 package enum H2StreamEnding: Sendable, Hashable {
     /// Both sides ended it normally.
     case closed
-    /// Reset: by the peer (`byPeer`), or by this side after a stream error or an
-    /// explicit reset. `processed` false: the peer cannot have processed it (refused, or
-    /// above a GOAWAY's last stream), so a client may send it again elsewhere.
-    case reset(H2ErrorCode, byPeer: Bool, processed: Bool)
+    /// Reset, with the code of the RST_STREAM: by the peer, or by this side because the
+    /// peer broke a rule of the stream (a stream error). `processed` false: the peer cannot
+    /// have processed it (refused, or above a GOAWAY's last stream), so a client may send
+    /// it again elsewhere.
+    case reset(H2ErrorCode, processed: Bool)
     /// The connection ended under it (`error` from the transport, or a protocol error).
     case connectionEnded(TransportError)
 }
@@ -71,7 +72,9 @@ package final class H2Connection: @unchecked Sendable {
     private var writeBuffer: [UInt8] = []
     private var streams: [H2StreamID: any H2StreamDelegate] = [:]
     private var delegate: (any H2ConnectionDelegate)?
-    private var completions: [H2WriteToken: WriteCompletion] = [:]
+    /// The completions of data not yet written, by token, with their stream: a stream
+    /// reset before its data went out fails them (the state machine drops that data).
+    private var completions: [H2WriteToken: (stream: H2StreamID, completion: WriteCompletion)] = [:]
     private var nextToken: UInt64 = 0
     private var reading = false
     /// Whether ``dispatchEvents()`` is running: a delegate that calls back into the
@@ -139,7 +142,7 @@ package final class H2Connection: @unchecked Sendable {
         if let completion {
             nextToken &+= 1
             let made = H2WriteToken(nextToken)
-            completions[made] = completion
+            completions[made] = (stream, completion)
             token = made
         }
         do {
@@ -156,9 +159,23 @@ package final class H2Connection: @unchecked Sendable {
         flush()
     }
 
+    /// Resets `stream` (RST_STREAM `code`): its delegate hears nothing more, and data of
+    /// it not yet written completes with `cancelled`.
     package func resetStream(_ stream: H2StreamID, code: H2ErrorCode) {
         machine.resetStream(stream, code: code)
+        streams[stream] = nil
+        failCompletions(of: stream, TransportError(code: .cancelled, reason: .reset, message: "the stream was reset (\(code))"))
         flush()
+    }
+
+    /// Fails the completions of `stream`'s data that will never be written.
+    private func failCompletions(of stream: H2StreamID, _ error: TransportError) {
+        guard !completions.isEmpty else { return }
+        let dropped = completions.filter { $0.value.stream == stream }
+        for (token, entry) in dropped {
+            completions[token] = nil
+            entry.completion(error)
+        }
     }
 
     /// The reader took `bytes` of `stream`'s flow-controlled data: window may be granted.
@@ -214,7 +231,11 @@ package final class H2Connection: @unchecked Sendable {
                 frame = next
             } catch {
                 if let stream = error.stream {
+                    // A stream error: that stream ends, the others go on.
                     machine.resetStream(stream, code: error.code)
+                    let ended = TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(error)")
+                    failCompletions(of: stream, ended)
+                    streams.removeValue(forKey: stream)?.h2Stream(stream, didEndWith: .reset(error.code, processed: true))
                     continue
                 }
                 machine.abort(error.code, message: error.message)
@@ -252,8 +273,9 @@ package final class H2Connection: @unchecked Sendable {
                     machine.consumed(id, bytes: length)
                 }
             case .streamReset(let id, let code, let processed):
+                failCompletions(of: id, TransportError(code: .unavailable, reason: .reset, message: "the stream was reset (\(code))"))
                 if let stream = streams.removeValue(forKey: id) {
-                    stream.h2Stream(id, didEndWith: .reset(code, byPeer: true, processed: processed))
+                    stream.h2Stream(id, didEndWith: .reset(code, processed: processed))
                 }
             case .streamClosed(let id):
                 streams.removeValue(forKey: id)?.h2Stream(id, didEndWith: .closed)
@@ -296,7 +318,7 @@ package final class H2Connection: @unchecked Sendable {
         for item in outbound {
             H2FrameEncoder.encode(item.frame, into: &writeBuffer)
             for token in item.writeTokens {
-                if let completion = completions.removeValue(forKey: token) { done.append(completion) }
+                if let entry = completions.removeValue(forKey: token) { done.append(entry.completion) }
             }
         }
         outbound.removeAll(keepingCapacity: true)
@@ -349,7 +371,7 @@ package final class H2Connection: @unchecked Sendable {
         closed = true
         let why = error ?? TransportError(code: .cancelled, reason: .closed, message: "the HTTP/2 connection was closed")
         endStreams(why)
-        for (_, completion) in completions { completion(why) }
+        for (_, entry) in completions { entry.completion(why) }
         completions.removeAll()
         adapter = nil
         let delegate = self.delegate

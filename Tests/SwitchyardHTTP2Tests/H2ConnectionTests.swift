@@ -45,6 +45,41 @@ struct H2ConnectionTests {
         #expect(closed == nil || closed?.code == .unavailable, "the client saw \(String(describing: closed))")
         #expect(client.goAways.withLock { $0 }.contains { $0 == .noError }, "the server said GOAWAY NO_ERROR")
     }
+
+    @Test("data still waiting for window when its stream is reset completes with cancelled, and the connection goes on")
+    func resetFailsUnwrittenData() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 1))
+        let server = try await H2EchoServer(transport: transport)
+        defer { server.close() }
+        let client = try await H2TestClient(transport: transport, port: server.port)
+        defer { client.close() }
+        let driver = client.driver
+        let outcome = Mutex<TransportError??>(nil)
+        let id: H2StreamID = try await withCheckedThrowingContinuation { continuation in
+            driver.eventLoop.execute {
+                do {
+                    // Never reads the echo: the server stops echoing once this side's window
+                    // is full, so it stops consuming, and most of the 1 MiB waits here.
+                    let id = try driver.openStream(
+                        headers: [HPACKField(":method", "POST"), HPACKField(":scheme", "http"), HPACKField(":path", "/echo")],
+                        endStream: false, delegate: SilentStream())
+                    try driver.sendData(id, [UInt8](repeating: 1, count: 1 << 20), endStream: false) { error in
+                        outcome.withLock { $0 = .some(error) }
+                    }
+                    continuation.resume(returning: id)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(outcome.withLock { $0 } == nil, "1 MiB went out through windows of 64 KiB that nobody opened")
+        driver.eventLoop.execute { driver.resetStream(id, code: .cancel) }
+        try await Task.sleep(for: .milliseconds(200))
+        let error = outcome.withLock { $0 } ?? nil
+        #expect(error?.code == .cancelled, "the completion said \(String(describing: error))")
+        #expect(try await client.request(body: [1, 2, 3]) == [1, 2, 3], "the connection went on")
+    }
 }
 
 /// A client for the tests: one connection, requests whose whole response body it returns.
@@ -138,9 +173,17 @@ final class H2TestClient: H2ConnectionDelegate, @unchecked Sendable {
         func h2Stream(_ stream: H2StreamID, didEndWith ending: H2StreamEnding) {
             switch ending {
             case .closed: finish(.success(body))
-            case .reset(let code, _, _): finish(.failure(TransportError(code: .unavailable, reason: .reset, message: "stream reset \(code)")))
+            case .reset(let code, _): finish(.failure(TransportError(code: .unavailable, reason: .reset, message: "stream reset \(code)")))
             case .connectionEnded(let error): finish(.failure(error))
             }
         }
     }
+}
+
+/// A stream delegate that reads nothing. Loop-confined.
+final class SilentStream: H2StreamDelegate, @unchecked Sendable {
+    func h2Stream(_ stream: H2StreamID, didReceiveHeaders fields: [HPACKField], endStream: Bool) {}
+    func h2Stream(_ stream: H2StreamID, didReceiveData bytes: [UInt8], endStream: Bool, flowControlledLength: Int) {}
+    func h2StreamWindowOpened(_ stream: H2StreamID) {}
+    func h2Stream(_ stream: H2StreamID, didEndWith ending: H2StreamEnding) {}
 }
