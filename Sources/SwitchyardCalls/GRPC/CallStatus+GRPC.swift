@@ -3,7 +3,7 @@ import Switchyard
 extension CallStatus {
     /// The status a gRPC peer sent: OK for ``GRPCStatusCode/ok`` (the message dropped),
     /// else an error with the mapped code (see ``GRPCStatusCode``), reason `grpc status`,
-    /// `message`, and the exact code in ``TransportError/native`` (domain `grpc`).
+    /// `message`, and the exact code in `TransportError.native` (domain `grpc`).
     package init(grpcCode code: GRPCStatusCode, message: String) {
         guard let transportCode = code.transportCode else {
             self = .ok
@@ -22,8 +22,8 @@ extension CallStatus {
 
     /// The status of a response without `grpc-status`, from its HTTP status
     /// (``GRPCStatusCode/init(httpStatus:)``): reason `http status`, a message naming
-    /// the HTTP status, and the gRPC code in ``TransportError/native`` (domain `grpc`:
-    /// 401's `UNAUTHENTICATED` has no ``TransportError/Code`` of its own). Never OK.
+    /// the HTTP status, and the gRPC code in `TransportError.native` (domain `grpc`:
+    /// 401's `UNAUTHENTICATED` has no `TransportError.Code` of its own). Never OK.
     package init(httpStatus: Int) {
         let code = GRPCStatusCode(httpStatus: httpStatus)
         self.init(
@@ -44,7 +44,7 @@ extension CallStatus {
     /// | `INADEQUATE_SECURITY` (0xc) | `permissionDenied`, reason `reset`: the connection is not secure enough for the call |
     /// | `NO_ERROR` (0x0) and any other | `internal`, reason `reset` (a reset with `NO_ERROR` before the trailers means no status came) |
     ///
-    /// The HTTP/2 code is in ``TransportError/native`` (domain `http2`). A client whose
+    /// The HTTP/2 code is in `TransportError.native` (domain `http2`). A client whose
     /// deadline has passed when it sees `cancelled` reports `deadlineExceeded` instead
     /// (the spec's advice); that is the call's own business, not this table's.
     package init(resetWithHTTP2ErrorCode http2ErrorCode: UInt32) {

@@ -3,10 +3,10 @@ package import Switchyard
 /// A gRPC status code, 0 (OK) to 16 (`doc/statuscodes.md` in grpc/grpc), as a number
 /// and a name.
 ///
-/// Switchyard's ``TransportError/Code`` numbers its codes the same way (``TransportError/Code/wireValue``)
+/// Switchyard's `TransportError.Code` numbers its codes the same way (`TransportError.Code.wireValue`)
 /// but has no code for four of gRPC's; they map to the nearest (the code gRPC's own
 /// HTTP mapping groups them with), and a status made from a gRPC code keeps the exact
-/// code in its error's ``TransportError/native`` (domain `grpc`), so that it goes out
+/// code in its error's `TransportError.native` (domain `grpc`), so that it goes out
 /// again unchanged:
 ///
 /// | gRPC | TransportError.Code |
@@ -80,9 +80,9 @@ package struct GRPCStatusCode: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The gRPC code for `error`: the exact code its ``TransportError/native`` holds when
+    /// The gRPC code for `error`: the exact code its `TransportError.native` holds when
     /// that is a gRPC code (an error made from a received status), else its code's
-    /// ``TransportError/Code/wireValue`` (every Switchyard code has one).
+    /// `TransportError.Code.wireValue` (every Switchyard code has one).
     package init(_ error: TransportError) {
         if let native = error.native, native.domain == .grpc, let code = Self(rawValue: Int(native.code)), code != .ok {
             self = code
