@@ -57,11 +57,14 @@ struct TLSToolsReachabilityTests {
             ["netns", "exec", namespace, python, "-u", "-c", Self.site, "8443", certificates.path("server.pem"), certificates.path("server.key")],
             name: "python https site")
         _ = try await site.waitForLine(containing: "serving https")
+        // --duration is only a backstop: the test stops the monitor with SIGTERM once the
+        // line came, and expects to see that stop; long enough that a slow start on a busy
+        // machine cannot end the run first (10 s once did, with "stopped (done)").
         let monitor = try Subprocess(
             "/usr/sbin/ip",
             ["netns", "exec", namespace, try Products.path("connectivity-monitor"),
              "--reachability-url", url, "--reachability-ca", certificates.path(ca), "--reachability-timeout", "3",
-             "--backend", backend, "--duration", "10"],
+             "--backend", backend, "--duration", "60"],
             name: "connectivity-monitor(\(backend))")
         _ = try await monitor.waitForLine(containing: until)
         await expectCleanStop(monitor)
