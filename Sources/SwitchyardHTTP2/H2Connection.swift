@@ -106,8 +106,8 @@ package final class H2Connection: @unchecked Sendable {
         if role == .client {
             writeBuffer.append(contentsOf: h2ConnectionPreface)
         }
+        // Writes the preface and SETTINGS, and starts reading.
         flush()
-        updateReading()
     }
 
     // MARK: streams
