@@ -554,6 +554,7 @@ let package = Package(
             name: "SwitchyardHTTP2Tests",
             dependencies: [
                 "Switchyard", "SwitchyardHTTP2", "SwitchyardHPACK", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardTLS",
+                "SwitchyardConformance", "SwitchyardConformanceTLS",
                 // The peers: h2load, nghttp and python3 (Tests/Peers).
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],

@@ -2,6 +2,8 @@ import Foundation
 import Subprocess
 import Switchyard
 import SwitchyardBSD
+import SwitchyardConformance
+import SwitchyardConformanceTLS
 import SwitchyardTLS
 import Testing
 
@@ -12,18 +14,17 @@ import Testing
 /// own client.
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct H2TLSTests {
-    /// Throwaway certificates from scripts/make-test-certs (no key is committed).
+    /// Throwaway certificates, made as the kit's TLS pairs make theirs
+    /// (`ConformanceTLS.makeTestCertificates()`: scripts/make-test-certs into a temporary
+    /// directory, no key committed); removed when the test process ends.
     static let certificates: String = {
-        let directory = NSTemporaryDirectory() + "switchyard-h2-tls-\(getpid())"
-        let script = H2PeerTests.root.appendingPathComponent("scripts/make-test-certs").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = [directory]
-        try? process.run()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "\(script) failed with status \(process.terminationStatus)")
-        atexit { try? FileManager.default.removeItem(atPath: H2TLSTests.certificates) }
-        return directory
+        do {
+            let directory = try ConformanceTLS.makeTestCertificates()
+            atexit { ConformanceTLS.removeTestCertificates(H2TLSTests.certificates) }
+            return directory
+        } catch {
+            preconditionFailure("the test certificates could not be made: \(error)")
+        }
     }()
 
     static func transport() throws -> TLSTransport {
