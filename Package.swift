@@ -93,7 +93,7 @@ let package = Package(
         .target(
             name: "SwitchyardCalls",
             dependencies: [
-                "Switchyard", "CSwitchyardZlib", "SwitchyardHPACK",
+                "Switchyard", "CSwitchyardZlib", "SwitchyardHPACK", "SwitchyardHTTP2",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -329,7 +329,8 @@ public final class Call: @unchecked Sendable {
     /// `closed`). A call that ended with status OK was answered: its half-close did its
     /// work, so it completes without an error.
     private func halfCloseFailure(_ error: TransportError?) -> TransportError? {
-        if let error, error.code == .cancelled, error.reason == .closed, status?.isOK == true { return nil }
+        // The stream was closed (or reset, on HTTP/2) once the status was in.
+        if let error, error.code == .cancelled, error.reason == .closed || error.reason == .reset, status?.isOK == true { return nil }
         return failure(error)
     }
 

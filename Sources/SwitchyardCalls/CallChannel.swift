@@ -1,29 +1,34 @@
 import Synchronization
 public import Switchyard
 
-/// A client's way to one target: it makes calls, each on a fresh connection of its own,
-/// made with the channel's transport (so its backend) when the call starts.
+/// A client's way to one target: its calls are streams of one HTTP/2 connection,
+/// speaking gRPC's wire (PROTOCOL-HTTP2), made with the channel's transport (so its
+/// backend) when the first call starts and made again by the first call after it broke.
 ///
-/// A channel connects lazily: nothing happens until a call starts. Because each call
-/// connects afresh, a call that starts after a broken connection (or after the network
-/// changed) uses a new one.
+/// A channel connects lazily: nothing happens until a call starts. Calls started while
+/// the connection is being made wait for it. A call to `method` carries it as the
+/// request's `:path`: gRPC's `/package.Service/Method` as it is, any other method with a
+/// `/` before it (a server sees the method the client gave). Calls above the server's
+/// stream limit wait for a stream to end (at most
+/// ``ChannelConfiguration/maximumWaitingCalls``).
 ///
 /// A channel follows its `ConnectivityMonitor` (behaviour 2 of the design): when the
-/// category changes, every open call ends with `unavailable`, reason `connectivity
-/// changed`, and its connection is reset; the next call connects afresh over the new
-/// path. A path change within one category (the default route on another interface, or
-/// an address of the path gone: `PathChange` has the rule) ends the calls on the old
-/// path the same way, reason `path changed`, as soon as the monitor reports it.
+/// category changes, its connection is closed and every open call ends with
+/// `unavailable`, reason `connectivity changed`; the next call connects afresh over the
+/// new path. A path change within one category (the default route on another interface,
+/// or an address of the path gone: `PathChange` has the rule) ends the connection on
+/// the old path the same way, reason `path changed`, as soon as the monitor reports it.
 /// While the category is `ConnectivityCategory/none` a new call fails at once
-/// with `unavailable`, reason `no connectivity`. When one call's connection breaks
-/// (it ends `unavailable` without a status), the network under the channel is suspect
-/// and its other open calls end the same way.
+/// with `unavailable`, reason `no connectivity`. When the connection breaks, every call
+/// on it ends `unavailable`, and the next call connects afresh; when the server says
+/// GOAWAY, the calls it took go on and new ones use a new connection.
 public final class CallChannel: Sendable {
     public let target: Endpoint
     public let transport: any Transport
     public let connectOptions: ConnectOptions
     /// The monitor the channel follows, if any.
     public let monitor: (any ConnectivityMonitor)?
+    public let configuration: ChannelConfiguration
     private let observation: ConnectivityObservation?
 
     let calls = CallSet()
@@ -31,15 +36,20 @@ public final class CallChannel: Sendable {
     let suspension = ChannelSuspension()
     /// Counts and logs the calls' ends (``CallObserver``).
     let callObserver = CallObserver(role: "client")
+    /// The connection calls use, and the connect under way.
+    let slot: ChannelConnectionSlot
 
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
-        monitor: (any ConnectivityMonitor)? = nil
+        monitor: (any ConnectivityMonitor)? = nil, configuration: ChannelConfiguration = ChannelConfiguration()
     ) {
         self.target = target
         self.transport = transport
         self.connectOptions = connectOptions
         self.monitor = monitor
+        self.configuration = configuration
+        let slot = ChannelConnectionSlot(target: target, transport: transport, configuration: configuration)
+        self.slot = slot
         guard let monitor else {
             observation = nil
             return
@@ -52,28 +62,35 @@ public final class CallChannel: Sendable {
                 return PathChange(from: last, to: path)
             }
             guard let error = change.error else { return }
+            // The calls first, so that they end with the change and not with the
+            // connection's close that follows.
             for call in calls.all where change.ends(connectionFrom: call.connection.localAddress) {
                 call.terminate(with: error)
             }
+            slot.drop(with: error) { change.ends(connectionFrom: $0) }
         }
     }
 
     deinit {
         observation?.cancel()
+        slot.drop(with: nil) { _ in true }
     }
 
-    /// Connects and starts a call to `method` carrying `metadata` (sent first, in one
-    /// headers frame; the server has both before its handler is made) whose events go to
-    /// `handler`. With
+    /// Starts a call to `method` carrying `metadata` (sent first, in the request's
+    /// headers; the server has both before its handler is made) whose events go to
+    /// `handler`, connecting first if the channel has no connection. With
     /// ``CallConfiguration/timeout`` the call has a deadline from now, connect included
-    /// (`CallDeadline`): past it the call ends `deadlineExceeded`, reason `timed out`.
+    /// (`CallDeadline`), sent to the server as `grpc-timeout`: past it the call ends
+    /// `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's `TransportError` (`unavailable`/`refused`, `unavailable`/
     ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a `Lifecycle` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
     ///   of range (``CallConfiguration/validate()``), before any connect; `invalidArgument`/
-    ///   `invalid metadata` for a method name over 65,535 bytes or with a control
-    ///   character, before any connect.
+    ///   `invalid metadata` for a method name over 65,535 bytes, with a space, or with a
+    ///   character that is not printable ASCII, or for metadata gRPC cannot carry (a
+    ///   string value that is not printable ASCII, a key gRPC keeps for itself), before
+    ///   any connect.
     public func startCall(
         method: String = "", metadata: CallMetadata = CallMetadata(), options: CallConfiguration = CallConfiguration(), handler: any CallHandler
     ) async throws -> Call {
@@ -87,35 +104,39 @@ public final class CallChannel: Sendable {
             throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
         }
         let deadline = options.timeout.map { CallDeadline(timeout: $0) }
-        let connection: any Connection
+        // The request's fields, checked before any connect: gRPC's rules for the path
+        // and metadata (printable ASCII; binary values in `-bin` keys).
+        var head = slot.requestHead
+        head.path = CallStreamConnection.path(forMethod: method)
+        head.metadata = metadata
+        if let timeout = options.timeout { head.timeout = GRPCTimeout(rounding: timeout) }
+        let fields = try head.fields()
+        let connection: ChannelConnection
         if let deadline {
             var bounded = connectOptions
             bounded.timeout = deadline.connectTimeout(within: connectOptions.timeout)
             do {
-                connection = try await transport.connect(to: target, options: bounded)
+                connection = try await slot.connection(options: bounded)
             } catch let error as TransportError where deadline.hasPassed && error.code == .deadlineExceeded {
                 throw deadline.error
             }
         } else {
-            connection = try await transport.connect(to: target, options: connectOptions)
+            connection = try await slot.connection(options: connectOptions)
         }
-        let call = Call(role: .client, connection: connection, options: options, method: method, metadata: metadata)
+        let stream = CallStreamConnection(client: connection, requestFields: fields)
+        let call = Call(role: .client, connection: stream, options: options, method: method, metadata: metadata)
         let callObserver = self.callObserver
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
             deadline?.disarm()
             callObserver.ended(call, status: status, logger: options.logger)
-            guard let self else { return }
-            self.forget(call)
-            if call.endedByBrokenConnection, let error = status.error { self.connectionBroke(error) }
+            self?.forget(call)
         }
         guard calls.insertIfOpen(call) else {
-            connection.close()
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
         if let refusal = suspension.refusal {
             // Suspended while connecting: the suspend may have missed this call.
             forget(call)
-            connection.close()
             throw refusal
         }
         call.start(handler: tracked)
@@ -153,20 +174,16 @@ public final class CallChannel: Sendable {
         for call in calls.all { call.cancel() }
     }
 
-    /// Ends every open call and refuses new ones.
+    /// Ends every open call and refuses new ones; the connection closes.
     public func close() {
         for call in calls.close() { call.cancel() }
+        slot.drop(with: nil) { _ in true }
     }
 
     private func checkOpen() throws {
         if calls.isClosed {
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
-    }
-
-    /// One call's connection broke: end the others the same way.
-    private func connectionBroke(_ error: TransportError) {
-        for call in calls.all { call.terminate(with: error) }
     }
 
     private func forget(_ call: Call) {

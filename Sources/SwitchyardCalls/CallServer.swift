@@ -1,5 +1,6 @@
 import Synchronization
 public import Switchyard
+import SwitchyardHTTP2
 
 /// Accepts calls on a listener and hands each to a handler.
 ///
@@ -36,6 +37,8 @@ public final class CallServer: Sendable {
     public let localAddress: Endpoint
     private let listener: any Listener
     let calls: CallSet
+    /// The clients' connections.
+    let connections: ServerConnections
 
     /// How each call is served: by a handler on the loop, or by a task running `serve`.
     enum Serving: Sendable {
@@ -49,32 +52,48 @@ public final class CallServer: Sendable {
         let calls = CallSet()
         self.calls = calls
         let callObserver = CallObserver(role: "server")
-        // Each accepted connection becomes a call on its own loop, with no task hop.
+        let connections = ServerConnections()
+        self.connections = connections
+        // Each accepted connection speaks HTTP/2; each of its streams becomes a call on
+        // the connection's loop, with no task hop.
         listener.acceptConnections { connection in
-            let call = Call(role: .server, connection: connection, options: options)
-            guard calls.insertIfOpen(call) else {
+            guard !calls.isClosed else {
                 // Accepted as the server closed: not served, as a connect after it.
                 connection.close()
                 return
             }
-            // The handler is made once the client's headers arrived, so that it sees the
-            // call's method and metadata (Call.start(makeHandler:)).
-            call.start { call in
-                let handler: any CallHandler
-                switch serving {
-                case .handler(let makeHandler):
-                    handler = makeHandler(call)
-                case .task(let serve):
-                    let async = AsyncCall()
-                    async.attach(call)
-                    calls.runTask(on: call.eventLoop) { await CallServer.serveCall(async, with: serve) }
-                    handler = async
+            let server = ServerConnection(connection: connection, configuration: H2Configuration()) { stream in
+                let call = Call(role: .server, connection: stream, options: options)
+                guard calls.insertIfOpen(call) else {
+                    stream.reset()
+                    return
                 }
-                return ForwardingCallHandler(handler) { call, status in
-                    calls.remove(call)
-                    callObserver.ended(call, status: status, logger: options.logger)
+                // The handler is made once the client's headers are read, so that it
+                // sees the call's method and metadata (Call.start(makeHandler:)).
+                call.start { call in
+                    let handler: any CallHandler
+                    switch serving {
+                    case .handler(let makeHandler):
+                        handler = makeHandler(call)
+                    case .task(let serve):
+                        let async = AsyncCall()
+                        async.attach(call)
+                        calls.runTask(on: call.eventLoop) { await CallServer.serveCall(async, with: serve) }
+                        handler = async
+                    }
+                    return ForwardingCallHandler(handler) { call, status in
+                        calls.remove(call)
+                        callObserver.ended(call, status: status, logger: options.logger)
+                    }
                 }
+            } onClose: { closed in
+                connections.remove(closed)
             }
+            guard connections.insertIfOpen(server) else {
+                connection.close()
+                return
+            }
+            server.start()
         }
     }
 
@@ -123,6 +142,7 @@ public final class CallServer: Sendable {
     public func close() {
         listener.close()
         calls.stopAccepting()
+        for connection in connections.close() { connection.beginGracefulShutdown() }
     }
 
     /// Stops accepting and ends every open call now with `cancelled`, cancelling the
@@ -130,6 +150,10 @@ public final class CallServer: Sendable {
     public func closeNow() {
         listener.close()
         let (open, tasks) = calls.stopAll()
+        // The connections first: their calls end `cancelled` here and `unavailable` at
+        // the clients (the connection closed), not `cancelled` there by RST_STREAM.
+        let cancelled = TransportError(code: .cancelled, reason: .callCancelled, message: "the call was cancelled: the server closed now")
+        for connection in connections.close() { connection.close(with: cancelled) }
         for call in open { call.cancel() }
         for task in tasks { task.cancel() }
     }
@@ -144,6 +168,38 @@ public final class CallServer: Sendable {
             self.closeNow()
         }
     }
+}
+
+/// A server's open client connections.
+final class ServerConnections: Sendable {
+    private struct State {
+        var open: [ObjectIdentifier: ServerConnection] = [:]
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    /// Adds `connection` unless the server closed.
+    func insertIfOpen(_ connection: ServerConnection) -> Bool {
+        state.withLock { state in
+            if state.closed { return false }
+            state.open[ObjectIdentifier(connection)] = connection
+            return true
+        }
+    }
+
+    func remove(_ connection: ServerConnection) {
+        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
+    }
+
+    /// Refuses new connections; returns the open ones.
+    func close() -> [ServerConnection] {
+        state.withLock { state in
+            state.closed = true
+            return Array(state.open.values)
+        }
+    }
+
+    var count: Int { state.withLock { $0.open.count } }
 }
 
 /// The open calls of a server or a channel, and a server's call tasks.

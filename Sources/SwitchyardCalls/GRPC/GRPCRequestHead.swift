@@ -18,7 +18,7 @@ package import Switchyard
 /// | `content-type` missing or not `application/grpc`, `application/grpc+…` or `application/grpc;…` | `:status 415` only (the spec: so that no other HTTP client reads an error as success) | none sent; `invalidArgument` locally |
 /// | `:method` not `POST` | `:status 405` with `grpc-status` | `unimplemented` (grpc-core's code for a bad method); a gRPC client reads the `grpc-status`, any other HTTP client the 405 |
 /// | `:scheme` missing or not `http`/`https` | trailers-only | `invalidArgument` (as grpc-swift) |
-/// | `:path` missing or not `/service/method` (both parts non-empty, no other `/`) | trailers-only | `unimplemented` |
+/// | `:path` missing or not starting with `/` (gRPC's are `/service/method`; Switchyard sends `/` and any other method) | trailers-only | `unimplemented` |
 /// | `grpc-timeout` malformed (see ``GRPCTimeout``) | trailers-only | `internal` (as grpc-go) |
 /// | `grpc-encoding` repeated | trailers-only | `internal` |
 /// | `grpc-encoding` not one of `acceptedEncodings` | trailers-only with `grpc-accept-encoding` | `unimplemented`, reason `unsupported encoding` (`doc/compression.md`) |
@@ -150,10 +150,12 @@ package struct GRPCRequestHead: Sendable, Hashable {
             throw GRPCRequestRejection(code: .unimplemented, reason: .protocolViolation, message: "the request has no :path")
         }
         let path = String(decoding: pathBytes, as: UTF8.self)
-        guard Self.split(path: path) != nil else {
+        // gRPC's paths are `/service/method`; Switchyard's calls may name any method,
+        // sent as `/` and the method (so a server refuses only a path without the `/`).
+        guard path.hasPrefix("/") else {
             throw GRPCRequestRejection(
                 code: .unimplemented, reason: .protocolViolation,
-                message: "the request's :path \(CallMetadata.quoted(path)) is not /service/method")
+                message: "the request's :path \(CallMetadata.quoted(path)) does not start with /")
         }
         var timeout: GRPCTimeout?
         if let value = fields.firstValue(GRPCHeaderName.timeout) {

@@ -112,7 +112,7 @@ struct GRPCRequestHeadTests {
         #expect(rejection.status.grpcCode == .unimplemented)
     }
 
-    @Test("A path that is not /service/method gets a trailers-only UNIMPLEMENTED", arguments: [nil, "", "/", "/a", "a/b", "/a/", "//b", "/a/b/c"])
+    @Test("A path that does not start with / gets a trailers-only UNIMPLEMENTED", arguments: [nil, "", "a/b", "a"])
     func path(value: String?) throws {
         let rejection = try Self.rejection(Self.replacing(":path", with: value))
         #expect(Self.text(rejection.response).prefix(3) == [":status: 200", "content-type: application/grpc", "grpc-status: 12"])

@@ -1,0 +1,134 @@
+import Synchronization
+import Switchyard
+import SwitchyardHPACK
+import SwitchyardHTTP2
+
+/// A channel's HTTP/2 connection: every call of the channel is a stream on it, until it
+/// breaks, goes away (GOAWAY) or the network under it changes.
+///
+/// Calls above the server's stream limit (`SETTINGS_MAX_CONCURRENT_STREAMS`) wait, in
+/// order, and open as streams end; at most ``maximumWaitingStreams`` wait, and a call
+/// beyond that ends at once with `resourceExhausted`. When the connection goes away or
+/// breaks, the waiting calls end `unavailable`: they never reached the server.
+///
+/// Safety of `@unchecked Sendable`: `waiting` is confined to the connection's loop; the
+/// state other threads read is in a `Mutex`.
+final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
+    let h2: H2Connection
+    let maximumWaitingStreams: Int
+    /// Runs once, on the loop, when the connection can take no new call: it went away
+    /// or closed (`error` nil for a GOAWAY).
+    private let onUnusable: @Sendable (ChannelConnection) -> Void
+
+    private enum Phase { case open, goingAway, closed }
+    private let phase = Mutex(Phase.open)
+    private var unusableReported = false
+    /// Streams waiting for the server's limit, oldest first.
+    private var waiting: [CallStreamConnection] = []
+    private var waitingHead = 0
+
+    init(connection: any Connection, configuration: H2Configuration, maximumWaitingStreams: Int, onUnusable: @escaping @Sendable (ChannelConnection) -> Void) {
+        self.h2 = H2Connection(connection: connection, role: .client, configuration: configuration)
+        self.maximumWaitingStreams = maximumWaitingStreams
+        self.onUnusable = onUnusable
+    }
+
+    var eventLoop: any TransportEventLoop { h2.eventLoop }
+    var localAddress: Endpoint { h2.connection.localAddress }
+
+    /// Sends the preface and starts reading; on any thread.
+    func start() {
+        let work: @Sendable () -> Void = { self.h2.start(delegate: self) }
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    /// Whether a new call may use this connection.
+    var isUsable: Bool { phase.withLock { $0 == .open } }
+
+    /// On the loop: whether a stream may open now, with no call waiting before it.
+    var mayOpenNow: Bool { waitingHead == waiting.count && h2.canOpenStream }
+
+    /// On the loop: `stream` waits for the server's limit; the refusal if it cannot.
+    func wait(_ stream: CallStreamConnection) -> TransportError? {
+        guard phase.withLock({ $0 == .open }) else {
+            return TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection is going away")
+        }
+        guard waiting.count - waitingHead < maximumWaitingStreams else {
+            return TransportError(
+                code: .resourceExhausted, reason: .streamRefused,
+                message: "\(maximumWaitingStreams) calls already wait for the server's stream limit on this connection")
+        }
+        waiting.append(stream)
+        return nil
+    }
+
+    /// On the loop: streams ended or the limit rose; open what may.
+    private func openWaiting() {
+        while waitingHead < waiting.count, h2.canOpenStream {
+            let next = waiting[waitingHead]
+            waitingHead += 1
+            next.openWaitingStream(refusal: nil)
+        }
+        compactWaiting()
+    }
+
+    private func compactWaiting() {
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        } else if waitingHead > 64 && waitingHead * 2 > waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        }
+    }
+
+    private func failWaiting(_ error: TransportError) {
+        let failed = waiting[waitingHead...]
+        waiting = []
+        waitingHead = 0
+        for stream in failed { stream.openWaitingStream(refusal: error) }
+    }
+
+    /// A stream of this connection ended: one waiting may take its place.
+    func streamEnded() {
+        if waitingHead < waiting.count { openWaiting() }
+    }
+
+    /// Closes the connection (the network under it changed, or the channel closed).
+    func close(with error: TransportError?) {
+        let work: @Sendable () -> Void = { self.h2.close(with: error) }
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    private func becameUnusable(_ next: Phase) {
+        phase.withLock { if $0 == .open || next == .closed { $0 = next } }
+        guard !unusableReported else { return }
+        unusableReported = true
+        onUnusable(self)
+    }
+
+    // MARK: H2ConnectionDelegate
+
+    func h2Connection(_ connection: H2Connection, didOpen stream: H2StreamID, headers: [HPACKField], endStream: Bool) {
+        // A server does not open streams on a gRPC client (no push): refuse it.
+        connection.resetStream(stream, code: .refusedStream)
+    }
+
+    func h2Connection(_ connection: H2Connection, didReceiveGoAway lastStreamID: H2StreamID, code: H2ErrorCode, debugData: [UInt8]) {
+        becameUnusable(.goingAway)
+        failWaiting(TransportError(code: .unavailable, reason: .closed, message: "the server is going away (GOAWAY \(code)) before the call's stream opened"))
+    }
+
+    func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {}
+
+    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64) {}
+
+    func h2ConnectionSettingsChanged(_ connection: H2Connection, settings: H2Settings) {
+        openWaiting()
+    }
+
+    func h2Connection(_ connection: H2Connection, didCloseWith error: TransportError?) {
+        becameUnusable(.closed)
+        failWaiting(error ?? TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection closed before the call's stream opened"))
+    }
+}
