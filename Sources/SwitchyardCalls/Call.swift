@@ -56,8 +56,12 @@ public final class Call: @unchecked Sendable {
     }
 
     public let role: Role
-    /// The connection the call runs on (its own).
+    /// The connection the call runs on: its channel's HTTP/2 connection (or, on a
+    /// server, its client's), which the call shares with the other calls on it. Closing
+    /// or resetting it ends every one of them.
     public let connection: any Connection
+    /// The call's own stream of ``connection``, as the engine writes and reads it.
+    let stream: any Connection
     public let options: CallConfiguration
     /// The loop the call's events run on.
     public let eventLoop: any TransportEventLoop
@@ -129,7 +133,8 @@ public final class Call: @unchecked Sendable {
     /// by the channel: ``CallMetadata/problem(method:)``).
     init(role: Role, connection: any Connection, options: CallConfiguration, method: String = "", metadata: CallMetadata = CallMetadata()) {
         self.role = role
-        self.connection = connection
+        self.stream = connection
+        self.connection = (connection as? CallStreamConnection)?.h2.connection ?? connection
         self.eventLoop = connection.eventLoop
         self.options = options
         self.flow = options.makeFlowController()
@@ -143,7 +148,7 @@ public final class Call: @unchecked Sendable {
     func start(handler: any CallHandler) {
         if role == .client {
             let (method, metadata) = metadataState.withLock { ($0.method, $0.metadata) }
-            connection.write(CallMetadata.headersFrame(method: method, metadata: metadata), completion: nil)
+            stream.write(CallMetadata.headersFrame(method: method, metadata: metadata), completion: nil)
         }
         let adapter = Adapter(call: self)
         self.adapter = adapter
@@ -159,7 +164,7 @@ public final class Call: @unchecked Sendable {
                 return
             }
             self.handler = handler
-            self.connection.setHandler(adapter)
+            self.stream.setHandler(adapter)
             self.started = true
             self.updateReading()
         }
@@ -174,7 +179,7 @@ public final class Call: @unchecked Sendable {
         self.adapter = adapter
         onLoop {
             self.makeHandler = makeHandler
-            self.connection.setHandler(adapter)
+            self.stream.setHandler(adapter)
             self.started = true
             self.updateReading()
         }
@@ -219,7 +224,7 @@ public final class Call: @unchecked Sendable {
                 completion?(TransportError(code: .failedPrecondition, reason: .misuse, message: "the call's response metadata was already sent"))
                 return
             }
-            self.connection.write(CallMetadata.headersFrame(method: "", metadata: metadata)) { error in
+            self.stream.write(CallMetadata.headersFrame(method: "", metadata: metadata)) { error in
                 completion?(self.failure(error))
                 if let error { self.end(CallStatus(error: error), closeConnection: true) }
             }
@@ -261,7 +266,7 @@ public final class Call: @unchecked Sendable {
         }
         let reports = flow.reportsWrites
         if let completion {
-            connection.write(Frame.encode(.message, payload: message)) { error in
+            stream.write(Frame.encode(.message, payload: message)) { error in
                 completion(self.failure(error))
                 self.writeDidComplete(error, reports: reports)
             }
@@ -277,16 +282,16 @@ public final class Call: @unchecked Sendable {
                 // Inside a handler callback of the dispatch loop: when the kernel takes
                 // the frame at once, that loop reports it after the handler returns.
                 let sentNow = Frame.withHeader(.message, count: message.count) { header in
-                    connection.writeNowOrQueue(header: header, payload: message, completion: report)
+                    stream.writeNowOrQueue(header: header, payload: message, completion: report)
                 }
                 if sentNow { owedWriteReports += 1 }
             } else {
-                connection.write(Frame.encode(.message, payload: message), completion: report)
+                stream.write(Frame.encode(.message, payload: message), completion: report)
             }
         } else {
             // Prefix and message gathered into one send: the message is not copied.
             _ = Frame.withHeader(.message, count: message.count) { header in
-                connection.writeNowOrQueue(header: header, payload: message, completion: nil)
+                stream.writeNowOrQueue(header: header, payload: message, completion: nil)
             }
         }
     }
@@ -315,10 +320,10 @@ public final class Call: @unchecked Sendable {
             }
             self.sentEnd = true
             guard let completion else {
-                self.connection.shutdownOutput(completion: nil)
+                self.stream.shutdownOutput(completion: nil)
                 return
             }
-            self.connection.shutdownOutput { error in completion(self.halfCloseFailure(error)) }
+            self.stream.shutdownOutput { error in completion(self.halfCloseFailure(error)) }
         }
     }
 
@@ -347,11 +352,11 @@ public final class Call: @unchecked Sendable {
             let trailing = self.metadataState.withLock { $0.trailing }
             var frames = trailing.isEmpty ? [] : CallMetadata.trailersFrame(trailing)
             frames += Frame.encode(.status, payload: status.encoded)
-            self.connection.write(frames) { error in
+            self.stream.write(frames) { error in
                 completion?(self.failure(error))
                 self.end(error.map { CallStatus(error: $0) } ?? status, closeConnection: error != nil)
             }
-            self.connection.shutdownOutput(completion: nil)
+            self.stream.shutdownOutput(completion: nil)
         }
     }
 
@@ -379,7 +384,7 @@ public final class Call: @unchecked Sendable {
             guard !self.ended else { return }
             let error = TransportError(code: .cancelled, reason: .callCancelled, message: "the call was cancelled")
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
-            self.connection.reset()
+            self.stream.reset()
         }
     }
 
@@ -389,7 +394,7 @@ public final class Call: @unchecked Sendable {
         onLoop {
             guard !self.ended else { return }
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
-            self.connection.reset()
+            self.stream.reset()
         }
     }
 
@@ -490,7 +495,7 @@ public final class Call: @unchecked Sendable {
     fileprivate func didReadEnd() {
         peerEnded = true
         if draining {
-            connection.close()
+            stream.close()
             return
         }
         deliver()
@@ -690,7 +695,7 @@ public final class Call: @unchecked Sendable {
         }
         guard want != reading else { return }
         reading = want
-        if want { connection.startReading() } else { connection.stopReading() }
+        if want { stream.startReading() } else { stream.stopReading() }
     }
 
     /// Ends the call once with `status`.
@@ -702,11 +707,11 @@ public final class Call: @unchecked Sendable {
         decoder = FrameDecoder(maximumMessageSize: options.maximumMessageSize, maximumMetadataSize: options.maximumMetadataSize)
         input = UnsafeRawBufferPointer(start: nil, count: 0)
         if closeConnection {
-            connection.close()
+            stream.close()
         } else if role == .server, sentEnd, status.isOK {
             // The status is out: wait for the client's end, then close.
             draining = true
-            if peerEnded { connection.close() }
+            if peerEnded { stream.close() }
         }
         updateReading()
         // A server call that ended before its first frame still gets its handler, which

@@ -30,6 +30,8 @@ extension CallChannel {
         error.message = "the call to \(target) ended: \(error.message)"
         suspension.refuse(with: error)
         for call in calls.all { call.terminate(with: error) }
+        // The next call after the resume connects afresh.
+        slot.drop(with: error) { _ in true }
     }
 
     /// Makes calls again.

@@ -73,7 +73,8 @@ public final class CallChannel: Sendable {
 
     deinit {
         observation?.cancel()
-        slot.drop(with: nil) { _ in true }
+        // Calls may outlive their channel: its connection closes after the last of them.
+        slot.release()
     }
 
     /// Starts a call to `method` carrying `metadata` (sent first, in the request's

@@ -6,8 +6,10 @@ extension CallServer {
     /// and reopens on resume (`Lifecycle/listen(on:using:options:)`); each call's events
     /// go to the handler `makeHandler` returns for it. Under `policy` `SuspendPolicy/close`
     /// the calls open after a suspend's grace phase end with `unavailable`, reason
-    /// `suspended` (their connections are reset: the client sees `unavailable`, reset);
-    /// under `SuspendPolicy/keep` they go on. The registration ends with ``close()``.
+    /// `suspended`, and the clients' connections are closed (their calls end
+    /// `unavailable`); under `SuspendPolicy/keep` the calls go on, and the connections
+    /// say GOAWAY, so that a new call needs a new connection, which is refused until
+    /// the resume. The registration ends with ``close()``.
     /// - Throws: what `Lifecycle/listen(on:using:options:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
@@ -55,10 +57,17 @@ final class CallServerParticipant: LifecycleParticipant {
     }
 
     func lifecycleSuspend(_ error: TransportError) -> Bool {
-        guard policy.closes, let server = state.withLock({ $0.server }) else { return true }
+        guard let server = state.withLock({ $0.server }) else { return true }
+        guard policy.closes else {
+            // The calls go on; new ones must wait for the resume: GOAWAY sends them to a
+            // new connection, which the closed listener refuses.
+            for connection in server.connections.all { connection.beginGracefulShutdown() }
+            return true
+        }
         var error = error
         error.message = "the call ended: \(error.message)"
         for call in server.calls.all { call.terminate(with: error) }
+        for connection in server.connections.all { connection.close(with: error) }
         return true
     }
 

@@ -200,6 +200,7 @@ final class ServerConnections: Sendable {
     }
 
     var count: Int { state.withLock { $0.open.count } }
+    var all: [ServerConnection] { state.withLock { Array($0.open.values) } }
 }
 
 /// The open calls of a server or a channel, and a server's call tasks.

@@ -69,6 +69,8 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     /// Server: trailing metadata from a trailers frame, sent with the status.
     private var pendingTrailers = CallMetadata()
     private var deliverScheduled = false
+    /// Client: the channel's connection heard that the stream ended.
+    private var released = false
 
     var backendName: String { h2.connection.backendName }
     var eventLoop: any TransportEventLoop { h2.eventLoop }
@@ -131,7 +133,28 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     func write(_ bytes: [UInt8], completion: WriteCompletion?) {
-        onLoop { self.send(frames: bytes, completion: completion) }
+        onLoop {
+            self.insideCall = true
+            self.send(frames: bytes, completion: self.notInline(completion))
+            self.insideCall = false
+        }
+    }
+
+    /// Whether a call into this connection runs: a completion never runs inside it
+    /// (the `Connection` contract: at the end of the turn at the earliest).
+    private var insideCall = false
+
+    /// `completion`, deferred to a later turn when it would run inside the call that
+    /// gave it.
+    private func notInline(_ completion: WriteCompletion?) -> WriteCompletion? {
+        guard let completion else { return nil }
+        return { error in
+            if self.insideCall {
+                self.eventLoop.execute { completion(error) }
+            } else {
+                completion(error)
+            }
+        }
     }
 
     func writeNowOrQueue(header: UnsafeRawBufferPointer, payload: [UInt8], completion: WriteCompletion?) -> Bool {
@@ -153,7 +176,11 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     func shutdownOutput(completion: WriteCompletion?) {
-        onLoop { self.halfClose(completion: completion) }
+        onLoop {
+            self.insideCall = true
+            self.halfClose(completion: self.notInline(completion))
+            self.insideCall = false
+        }
     }
 
     private func halfClose(completion: WriteCompletion?) {
@@ -301,6 +328,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private func openStream(_ fields: [HPACKField], completion: WriteCompletion?) -> Bool {
         do {
             stream = try h2.openStream(headers: fields, endStream: false, delegate: self)
+            owner?.streamOpened()
             return true
         } catch {
             let refusal = TransportError(code: .unavailable, reason: .closed, message: "no HTTP/2 stream for the call: \(error)")
@@ -365,6 +393,13 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         inbound.removeAll()
         failDeferred()
         reportClose()
+        releaseStream()
+    }
+
+    /// Tells the channel's connection, once, that this call's stream is over.
+    private func releaseStream() {
+        guard stream != nil, !released else { return }
+        released = true
         owner?.streamEnded()
     }
 
@@ -489,7 +524,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     func h2Stream(_ stream: H2StreamID, didEndWith ending: H2StreamEnding) {
-        defer { owner?.streamEnded() }
+        defer { releaseStream() }
         switch ending {
         case .closed:
             // Both halves ended: what is queued is still read, then the end.

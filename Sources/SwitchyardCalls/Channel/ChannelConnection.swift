@@ -89,9 +89,34 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
         for stream in failed { stream.openWaitingStream(refusal: error) }
     }
 
+    /// Streams open on this connection (on the loop).
+    private var openStreams = 0
+    /// The channel is gone: close once the last call ended.
+    private var closesWhenIdle = false
+
+    /// A stream of this connection opened.
+    func streamOpened() { openStreams += 1 }
+
     /// A stream of this connection ended: one waiting may take its place.
     func streamEnded() {
+        openStreams -= 1
         if waitingHead < waiting.count { openWaiting() }
+        closeIfIdleAndOrphaned()
+    }
+
+    /// The channel was let go of while calls may still run on this connection: it closes
+    /// once they ended (at once if none is open).
+    func closeWhenIdle() {
+        let work: @Sendable () -> Void = {
+            self.closesWhenIdle = true
+            self.closeIfIdleAndOrphaned()
+        }
+        if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
+    }
+
+    private func closeIfIdleAndOrphaned() {
+        guard closesWhenIdle, openStreams == 0, waitingHead == waiting.count else { return }
+        h2.close(with: nil)
     }
 
     /// Closes the connection (the network under it changed, or the channel closed).

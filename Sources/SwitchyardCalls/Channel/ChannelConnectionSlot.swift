@@ -81,4 +81,13 @@ final class ChannelConnectionSlot: Sendable {
         }
         dropped?.close(with: error)
     }
+
+    /// The channel is gone: the current connection closes once its calls ended.
+    func release() {
+        let current = state.withLock { state in
+            defer { state.current = nil }
+            return state.current
+        }
+        current?.closeWhenIdle()
+    }
 }
