@@ -66,8 +66,10 @@ final class CallServerParticipant: LifecycleParticipant {
         }
         var error = error
         error.message = "the call ended: \(error.message)"
-        for call in server.calls.all { call.terminate(with: error) }
+        // The connections first: their calls end with `error` here, and `unavailable` at
+        // the clients (the connection closed), not `cancelled` by RST_STREAM.
         for connection in server.connections.all { connection.close(with: error) }
+        for call in server.calls.all { call.terminate(with: error) }
         return true
     }
 

@@ -269,8 +269,19 @@ extension ConformanceScenario {
             try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived (policy \(policy))", seen: open.seen) { open.messageCount == 1 }
 
             try await context.step("suspending the server (policy \(policy))", seconds: 10) { await lifecycle.suspend() }
-            try await context.expectError(code: .unavailable, reason: .refused, "a call to the suspended server", within: 5) {
-                try await channel.startCall(handler: CallRecorder())
+            // The server closed its connections (close) or said GOAWAY (keep): depending
+            // on whether the channel heard that yet, a new call is refused at its connect,
+            // or refused on the old connection (the stream is reset or the connection
+            // closes under it); either way it ends unavailable without reaching a handler.
+            let refused = CallRecorder()
+            do {
+                let attempt = try await channel.startCall(handler: refused)
+                let status = try await context.status(of: refused, "a call to the suspended server (policy \(policy))", seconds: 5)
+                try context.expect(status.error?.code == .unavailable, "a call to the suspended server ended \(status); expected unavailable")
+                try context.expect(refused.messageCount == 0, "a call to the suspended server got a message")
+                _ = attempt
+            } catch let error as TransportError {
+                try context.expect(error.code == .unavailable && error.reason == .refused, "a call to the suspended server failed with \(error); expected unavailable (refused)")
             }
             if policy == .close {
                 let status = try await context.status(of: open, "the open call after the server suspended (policy close)", seconds: 5)
