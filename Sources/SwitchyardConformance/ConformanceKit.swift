@@ -150,6 +150,9 @@ public enum ConformanceKit {
         .tlsPlaintextServer,                   // 70
         .resetWhileReadsPaused,                // 71
         .peerCloseWhileReadsStopped,           // 72
+        .channelCallsShareOneConnection,       // 73
+        .networkSwitchEndsManyCalls,           // 74
+        .brokenSharedConnectionEndsCalls,      // 75
     ]
 
     /// The scenario named `name`, if any.

@@ -202,11 +202,14 @@ struct MonitoredRig: Sendable {
         }
     }
 
-    /// Fails unless every call ended with `unavailable` (`reason`) within ``callEndBound``
-    /// of the monitor's `report`; logs each time from the report and from the command.
+    /// Fails unless every call ended with `unavailable` (`reason`) within `bound` (by
+    /// default ``callEndBound``) of the monitor's `report`; logs and records each time
+    /// from the report and from the command, unless `logsEach` is false (for many calls,
+    /// whose caller sums the times up).
     func expectEnded(
         _ calls: [(String, FaultRig.OpenCall)], reason: TransportError.Reason,
         report: ContinuousClock.Instant, command: ContinuousClock.Instant,
+        bound: Duration = callEndBound, logsEach: Bool = true,
         file: String = #fileID, line: Int = #line
     ) async throws {
         for (name, open) in calls {
@@ -214,12 +217,14 @@ struct MonitoredRig: Sendable {
             let closed = open.recorder.closedAt ?? .now
             // The channel and this log observe the same report; the channel may be first.
             let afterReport = max(closed - report, .zero)
-            context.record(measurementName(for: name), closed - command)
-            context.log("\(name): \(status.error.map(describe) ?? "OK") \(fineMilliseconds(afterReport)) after the monitor's report, \(fineMilliseconds(closed - command)) after the ip command")
+            if logsEach {
+                context.record(measurementName(for: name), closed - command)
+                context.log("\(name): \(status.error.map(describe) ?? "OK") \(fineMilliseconds(afterReport)) after the monitor's report, \(fineMilliseconds(closed - command)) after the ip command")
+            }
             try context.expectStatus(status, code: .unavailable, reason: reason, name, file: file, line: line)
             try context.expect(
-                afterReport <= callEndBound,
-                "\(name) ended \(milliseconds(afterReport)) after the monitor's report; the bound is \(milliseconds(callEndBound))",
+                afterReport <= bound,
+                "\(name) ended \(milliseconds(afterReport)) after the monitor's report; the bound is \(milliseconds(bound))",
                 file: file, line: line)
             try context.expectWellBehaved(open.recorder, name, file: file, line: line)
         }
