@@ -453,11 +453,12 @@ private func framedRoundTrips(call: AsyncCall, connection index: Int, size: Int,
     }
 }
 
-/// A hint for the errors a framed client sees when the server is not a framed one.
+/// A hint for the errors a framed client sees when the server is not a framed one (a
+/// raw echo server sends the client's HTTP/2 preface back, which is not HTTP/2's).
 private func hint(_ error: TransportError) -> String {
     switch error.reason {
-    case .closed, .unknownFrameFlags, .frameTooLarge, .truncatedFrame, .protocolViolation:
-        " (no call status from the server: is it an echo-server with --mode framed?)"
+    case .closed, .protocolViolation:
+        " (no call status from the server: is it an echo-server with --mode framed, or another gRPC server?)"
     default:
         ""
     }

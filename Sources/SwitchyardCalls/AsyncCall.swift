@@ -16,7 +16,8 @@ import Switchyard
 /// ``finishSending()``, ``finish(_:)`` or ``status()`` (or that calls one already
 /// cancelled) cancels the call (``Call/cancel()``): the wait ends at once, reads and
 /// writes throwing `cancelled`, reason `call cancelled`, and ``status()`` returning that
-/// status; the peer's call ends `unavailable`. A call that already ended keeps its status.
+/// status; the peer's call ends `cancelled` (RST_STREAM CANCEL). A call that already
+/// ended keeps its status.
 public final class AsyncCall: CallHandler, Sendable {
     private struct State {
         var call: Call?

@@ -1,30 +1,30 @@
 import Synchronization
 public import Switchyard
 
-/// One bidirectional stream of messages on its own connection, ending with a status.
+/// One bidirectional stream of messages, ending with a status: on gRPC's wire, one
+/// HTTP/2 stream of its channel's connection (or, on a server, its client's).
 ///
 /// A client call comes from ``CallChannel/startCall(method:metadata:options:handler:)``; a server call is
 /// handed to a ``CallServer``'s handler. Both are driven by the same engine, on the
-/// connection's event loop:
+/// connection's event loop (the engine speaks to its stream through `CallStreamConnection`,
+/// which translates to HTTP/2):
 ///
 /// - **Sending.** ``send(_:)`` frames a message and writes it; messages go out in order.
 ///   With flow control on, each reports ``CallHandler/callDidWriteData(_:)`` once it is
 ///   in the kernel, so a sender that waits for it has at most one message pending.
-///   The client ends its side with ``finishSending(completion:)`` (a TCP half-close); the server
-///   ends the call with ``finish(_:completion:)`` (a status trailer frame, then a half-close).
+///   The client ends its side with ``finishSending(completion:)`` (END_STREAM); the server
+///   ends the call with ``finish(_:completion:)`` (the status in trailers, with END_STREAM).
 /// - **Receiving.** With flow control off, messages are delivered as they arrive. With
 ///   it on, nothing is delivered until ``receiveNextMessage()`` or
 ///   ``receiveNextMessages(_:)`` asks; requests stack; while nothing is asked for the
-///   call reads ahead only until one whole frame waits and then stops reading the
-///   connection, so TCP pushes back on the sender, the call holds at most one message
-///   plus one read buffer (``bufferedBytes``), and a status, end of stream or reset
-///   that follows what was asked for is still seen.
+///   call reads ahead only until one whole message waits and then stops reading its
+///   stream, whose HTTP/2 window is then given back no further, so the sender is pushed
+///   back, the call holds at most one message plus one stream window (``bufferedBytes``),
+///   and a status, end of stream or reset that follows what was asked for is still seen.
 /// - **CallMetadata.** The client names the call's ``method`` and sends its ``metadata``
-///   first, in one headers frame written when the call starts (``CallChannel/startCall(method:metadata:options:handler:)``).
-///   A server makes the call's handler once that frame has arrived, so ``method`` and
-///   ``metadata`` are set before the handler is made and before any message reaches it
-///   (a stream whose first frame is a message, from a peer older than the headers frame,
-///   is served with method `""` and empty metadata). The server may send
+///   first, in the request's HEADERS sent when the call starts (``CallChannel/startCall(method:metadata:options:handler:)``).
+///   A server makes the call's handler once they have arrived, so ``method`` and
+///   ``metadata`` are set before the handler is made and before any message reaches it. The server may send
 ///   ``responseMetadata`` before its first message (``sendResponseMetadata(_:completion:)``)
 ///   and ``trailingMetadata`` with its status (``setTrailingMetadata(_:)``); the client
 ///   has them before the first message, and before `didClose`, is handed over. Each is
@@ -377,8 +377,9 @@ public final class Call: @unchecked Sendable {
         deliver()
     }
 
-    /// Ends the call now with `cancelled` and resets its connection (the peer's call ends
-    /// with `unavailable`, reason `reset`).
+    /// Ends the call now with `cancelled` and resets its stream (RST_STREAM CANCEL: the
+    /// peer's call ends `cancelled`, reason `reset`); the connection and its other calls
+    /// go on.
     public func cancel() {
         onLoop {
             guard !self.ended else { return }
@@ -388,8 +389,8 @@ public final class Call: @unchecked Sendable {
         }
     }
 
-    /// Ends the call now with `error` and resets its connection (the channel uses this
-    /// when the network under it changed).
+    /// Ends the call now with `error` and resets its stream (the channel uses this when
+    /// the network under it changed, before it closes the connection).
     func terminate(with error: TransportError) {
         onLoop {
             guard !self.ended else { return }

@@ -4,7 +4,7 @@ import Switchyard
 /// A call's deadline (``CallConfiguration/timeout``): counted from the moment the channel is
 /// asked for the call, connect included. A connect still under way when it passes fails
 /// with `deadlineExceeded`, reason `timed out`; a call still open then is ended with that
-/// error (its connection reset, so the peer's call ends `unavailable`). A call that ended
+/// error (its stream reset, so the peer's call ends `cancelled`). A call that ended
 /// first keeps its own status.
 ///
 /// One timer task per call that has a deadline (none for those without), cancelled when

@@ -4,9 +4,11 @@ import SwitchyardHTTP2
 
 /// Accepts calls on a listener and hands each to a handler.
 ///
-/// Every accepted connection carries one call. A connection that breaks the protocol
-/// (an oversized, truncated or garbage frame) ends its own call and is closed; the
-/// server keeps serving everyone else.
+/// Every accepted connection speaks HTTP/2, and each stream a client opens on it is a
+/// call (gRPC's PROTOCOL-HTTP2). A stream that breaks gRPC's rules (an oversized or
+/// truncated message, a compressed one, malformed metadata) ends its own call; a
+/// connection that breaks HTTP/2's ends with GOAWAY; the server keeps serving everyone
+/// else.
 ///
 /// ## Lifetime
 ///
@@ -14,10 +16,11 @@ import SwitchyardHTTP2
 ///   sibling) returns.
 /// - ``close()`` stops accepting at once: the listener closes, so a new connect is
 ///   refused, and a connection the listener had accepted but not yet handed over is
-///   closed (its client's call ends `unavailable`). Open calls go on.
-/// - ``closeNow()`` does the same, then ends every open call at once with `cancelled`,
-///   reason `call cancelled` (its connection is reset: the client's call ends
-///   `unavailable`), and cancels the task of every call that ``start(transport:on:options:serve:)``
+///   closed. Every open connection says GOAWAY: its open calls go on, new streams are
+///   refused, and it closes once its calls ended.
+/// - ``closeNow()`` does the same, then closes every connection and ends every open
+///   call at once with `cancelled`, reason `call cancelled` (the client's call ends
+///   `unavailable`: its connection closed), and cancels the task of every call that ``start(transport:on:options:serve:)``
 ///   runs (so `serve`'s own awaits see the cancellation too).
 /// - ``serve()`` waits for the end: it returns once the server was closed, every call
 ///   ended and every `serve` task returned, so nothing of the server outlives it. If the

@@ -3,6 +3,16 @@ public import Switchyard
 /// Messages on a byte stream: a 5-byte prefix (a flags byte, then the payload length as
 /// a 32-bit big-endian integer), then the payload.
 ///
+/// **Not a wire format any more.** Calls go over gRPC's wire (HTTP/2; see
+/// `CallStreamConnection`). These frames remain the call engine's own language between
+/// ``Call`` and its stream, for one reason: a message frame is byte for byte gRPC's
+/// length-prefixed message, so messages pass between the engine and HTTP/2's DATA
+/// without a copy or a re-encoding, and the engine's flow control, bounds and contracts,
+/// tested for years of this project on a byte stream, run unchanged. The headers,
+/// trailers and status frames are translated to and from HTTP/2 HEADERS at that seam.
+/// The description of the byte-stream protocol below is what the engine speaks to its
+/// stream.
+///
 /// The flags byte says what the frame carries. Any other value is a protocol error.
 ///
 /// | flags | kind | payload | sent by |

@@ -240,7 +240,7 @@ package final class H2Connection: @unchecked Sendable {
                 }
                 machine.abort(error.code, message: error.message)
                 closing = true
-                closingError = TransportError(code: .internal, reason: .protocolViolation, message: "HTTP/2: \(error)")
+                closingError = TransportError(code: error.peerIsNotHTTP2 ? .unavailable : .internal, reason: .protocolViolation, message: "HTTP/2: \(error)")
                 endStreams(closingError!)
                 break
             }

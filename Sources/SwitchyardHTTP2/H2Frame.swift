@@ -58,6 +58,10 @@ package struct H2ProtocolViolation: Error, Sendable, Hashable, CustomStringConve
     package var stream: H2StreamID?
     /// What was wrong, for the GOAWAY's debug data and for logs.
     package var message: String
+    /// The peer does not speak HTTP/2 at all (its preface is something else): for a
+    /// client, the server is not what it was told to call (`unavailable`), not a broken
+    /// HTTP/2 peer.
+    package var peerIsNotHTTP2 = false
 
     package init(connection code: H2ErrorCode, _ message: String) {
         self.code = code

@@ -81,6 +81,8 @@ package struct H2FrameDecoder: Sendable {
     private var readIndex = 0
     /// How many octets of the connection preface have been matched; nil once all have.
     private var prefaceMatched: Int?
+    /// Client: the server's first frame, which must be SETTINGS, has not arrived.
+    private var awaitingServerSettings: Bool
     /// The connection error thrown, if any: thrown again by every later call.
     private var failure: H2ProtocolViolation?
 
@@ -98,6 +100,7 @@ package struct H2FrameDecoder: Sendable {
         self.role = role
         self.maxFrameSize = maxFrameSize
         self.prefaceMatched = role == .server ? 0 : nil
+        self.awaitingServerSettings = role == .client
     }
 
     /// The octets received and not yet decoded.
@@ -152,6 +155,19 @@ package struct H2FrameDecoder: Sendable {
         }
         guard bufferedByteCount >= 9 else { return nil }
         let header = FrameHeader(buffer, at: readIndex)
+        if awaitingServerSettings {
+            // A server's preface is a SETTINGS frame (RFC 9113, 3.4): anything else is a
+            // peer that does not speak HTTP/2, told apart from a broken frame.
+            guard header.type == 0x4 else {
+                let first = buffer[readIndex..<readIndex + 9].map { $0 >= 0x20 && $0 < 0x7F ? String(UnicodeScalar($0)) : "." }.joined()
+                var violation = H2ProtocolViolation(
+                    connection: .protocolError,
+                    "the server's first frame is not SETTINGS (its first bytes read \"\(first)\"): it does not speak HTTP/2")
+                violation.peerIsNotHTTP2 = true
+                throw violation
+            }
+            awaitingServerSettings = false
+        }
         guard header.length <= maxFrameSize else {
             throw H2ProtocolViolation(
                 connection: .frameSizeError,

@@ -151,11 +151,10 @@ struct ExamplesTests {
         await expectCleanStop(server)
     }
 
-    /// A framed client against a RAW echo server: the raw echo of a frame is the same
-    /// frame, so the messages come back intact, but when the client finishes sending the
-    /// server just ends the stream and no status ever arrives. The client must say so
-    /// (the call ended `unavailable`, reason `closed`, without a status; a hint to use
-    /// `--mode framed`) and exit 1 promptly: no summary, no hang.
+    /// A framed client against a RAW echo server: the raw server sends the client's
+    /// HTTP/2 preface back, which is not a server's preface (a SETTINGS frame). The
+    /// client must say so (the call ended `unavailable`: the server does not speak
+    /// HTTP/2; a hint to use `--mode framed`) and exit 1 promptly: no summary, no hang.
     @Test("framed echo-client against a raw echo-server fails clearly", arguments: socketBackends, ["off", "on"])
     func framedClientAgainstRawServer(backend: String, flowControl: String) async throws {
         let (server, port) = try await startEchoServer(backend: backend)
@@ -168,7 +167,7 @@ struct ExamplesTests {
         let ending = await client.wait(timeout: .seconds(20))
         #expect(ending == .exit(1), "\(client.report)")
         let stderr = client.stderr
-        for word in ["unavailable", "closed", "status", "--mode framed"] {
+        for word in ["unavailable", "does not speak HTTP/2", "status", "--mode framed"] {
             #expect(stderr.contains(word), "the error should mention '\(word)'\n\(client.report)")
         }
         #expect(!client.stdout.contains("messages "), "no summary after a failed call\n\(client.report)")
