@@ -286,7 +286,11 @@ let package = Package(
         // The conformance kit: scenarios any backend runs. Imports no test framework.
         .target(
             name: "SwitchyardConformance",
-            dependencies: ["SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink", "SwitchyardPosix", "SwitchyardBackendLoader"],
+            dependencies: [
+                "SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink", "SwitchyardPosix", "SwitchyardBackendLoader",
+                // Raw HTTP/2 peers for the scenarios that send what a correct peer never would.
+                "SwitchyardHTTP2", "SwitchyardHPACK",
+            ],
             swiftSettings: strict
         ),
         // The kit's TLS pairs (TransportBackend.tls over its backends) and the test

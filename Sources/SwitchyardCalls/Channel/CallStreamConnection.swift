@@ -362,8 +362,11 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     /// Server: the status, as trailers (or a trailers-only response when no headers went
     /// out), ending this side. `completion` runs once the trailers are in the kernel:
-    /// they follow the stream's data, so an empty DATA write that ends before them
-    /// reports it (HEADERS carry no completion).
+    /// they follow the stream's data, so while data waits for the peer's window an empty
+    /// DATA write queued behind it reports them (it rides on the frame with the last of
+    /// that data, and the trailers go out in the same write; HEADERS carry no
+    /// completion). Run earlier, it would let the call close the stream, and the reset
+    /// would drop the data and the trailers still queued.
     private func sendStatus(_ stream: H2StreamID, _ status: CallStatus, completion: WriteCompletion?) throws(H2StreamError) {
         sentEnd = true
         let trailers = pendingTrailers
@@ -373,15 +376,27 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         } else {
             fields = (try? GRPCResponse.trailersOnlyFields(status: status, metadata: trailers)) ?? GRPCResponse.trailersOnlyFields(status: status)
         }
-        try h2.sendHeaders(stream, fields, endStream: true)
-        completion?(nil)
-        if !peerEnded {
-            // Early server closure: the client's half is still open; RST_STREAM NO_ERROR
-            // tells it to stop sending (gRPC's PROTOCOL-HTTP2), and what it sent is not read.
-            h2.resetStream(stream, code: .noError)
-            peerEnded = true
-            scheduleDelivery()
+        guard h2.queuedBytes(stream) > 0 else {
+            try h2.sendHeaders(stream, fields, endStream: true)
+            completion?(nil)
+            closeEarly(stream)
+            return
         }
+        try h2.sendData(stream, [], endStream: false) { error in
+            completion?(error)
+            if error == nil { self.closeEarly(stream) }
+        }
+        try h2.sendHeaders(stream, fields, endStream: true)
+    }
+
+    /// Server, once its trailers are out: early server closure if the client's half is
+    /// still open. RST_STREAM NO_ERROR tells it to stop sending (gRPC's PROTOCOL-HTTP2),
+    /// and what it sent is not read.
+    private func closeEarly(_ stream: H2StreamID) {
+        guard !peerEnded, ending == nil else { return }
+        h2.resetStream(stream, code: .noError)
+        peerEnded = true
+        scheduleDelivery()
     }
 
     /// Ends the stream from this side (close or reset): RST_STREAM unless both halves

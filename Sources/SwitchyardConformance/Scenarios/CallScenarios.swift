@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardCalls
+import SwitchyardHPACK
 import Synchronization
 
 // Calls over every backend pair: framing, per-call flow control (DESIGN.md, behaviour 5),
@@ -265,9 +266,9 @@ extension ConformanceScenario {
         context.log("the remaining \(total - 1) messages arrived intact in \(ContinuousClock.now - started)")
     }
 
-    /// 23. Protocol errors end the offending call only.
+    /// 23. Protocol errors end the offending call only: its stream, not its connection.
     public static let callProtocolErrors = ConformanceScenario(
-        "Frames split anywhere decode, and an oversized, truncated or garbage frame ends its call with the protocol error while the server keeps serving",
+        "HTTP/2 frames split anywhere decode, and an oversized, truncated or garbage gRPC message ends only its own stream with the protocol error while the connection and the server keep serving",
         checklist: ["B2"], timeLimit: .seconds(90)
     ) { context in
         let maximum = Frame.defaultMaximumMessageSize
@@ -282,96 +283,124 @@ extension ConformanceScenario {
         let endpoint = context.target(of: server.localAddress)
         let channel = context.channel(to: server)
 
-        // Frames split anywhere, headers included, decode: a raw client writes three
-        // frames in pieces of 1 to 7 bytes, then of up to 20,000 bytes.
+        // Frames split anywhere decode: a raw HTTP/2 client writes the preface, SETTINGS,
+        // a request's HEADERS and DATA frames of random sizes holding three messages, the
+        // last with END_STREAM, in pieces of 1 to 7 bytes, then of up to 20,000 bytes.
+        let raw = RawHTTP2Peer(try await context.connect(to: endpoint), client: true)
+        defer { raw.close() }
         do {
             let messages = [0, 1000, 70_000].map { ConformancePattern.bytes(count: $0, seed: UInt64(23_000 + $0)) }
-            let stream = messages.flatMap { Frame.encode(.message, payload: $0) }
-            let raw = AsyncConnection(try await context.connect(to: endpoint))
+            let body = messages.flatMap { RawHTTP2Peer.message($0) }
             var generator = ConformancePattern.Generator(seed: 23)
+            var bytes = raw.opening() + raw.headers(1, RawHTTP2Peer.request(path: "/switchyard.Echo/Split"), endStream: false)
             var offset = 0
-            var pieces = 0
-            while offset < stream.count {
-                let length = min(stream.count - offset, generator.next(in: 1...(pieces < 60 ? 7 : 20_000)))
-                let piece = Array(stream[offset..<offset + length])
-                try await context.step("writing piece \(pieces) of the split frames") { try await raw.write(piece) }
+            var dataFrames = 0
+            while offset < body.count {
+                // DATA frames of 1 to 16,384 bytes: messages and their prefixes split across them.
+                let length = min(body.count - offset, generator.next(in: 1...16_384))
+                bytes += raw.data(1, Array(body[offset..<offset + length]), endStream: offset + length == body.count)
                 offset += length
-                pieces += 1
-                if pieces < 60 { try await Task.sleep(for: .milliseconds(1)) }
+                dataFrames += 1
             }
-            try await context.step("the raw client's shutdownOutput") { try await raw.shutdownOutput() }
-            let reply = try await context.readToEnd(from: raw)
-            raw.close()
-            var decoder = FrameDecoder()
-            decoder.append(reply)
-            var frames: [(kind: Frame.Kind, payload: [UInt8])] = []
-            do {
-                while let frame = try decoder.next() { frames.append(frame) }
-                try decoder.finish()
-            } catch {
-                try context.fail("the server's reply to frames written in \(pieces) pieces does not decode: \(error)")
+            let frames = bytes
+            let pieceSizes = (0..<10_000).map { generator.next(in: 1...($0 < 60 ? 7 : 20_000)) }
+            let pieces = try await context.step("writing the split frames", seconds: 20) {
+                try await raw.sendInPieces(frames, pieceLength: { pieceSizes[$0] }, pauseWhile: { $0 < 60 })
             }
-            try context.expectEqual(frames.map(\.kind), [.message, .message, .message, .status], "the kinds of the frames the server sent back")
+            let reply = try await context.step("reading the reply to the split frames", seconds: 20) { try await raw.readToEnd(of: 1) }
+            try context.expect(raw.receivedSettings && raw.settingsAcknowledged, "the server sent SETTINGS (\(raw.receivedSettings)) and acknowledged the client's written in pieces (\(raw.settingsAcknowledged))")
+            try context.expect(reply.reset == nil, "the split request's stream was reset: \(reply.summary)")
+            try context.expectEqual(reply.headerBlocks.count, 2, "header blocks in the reply (response headers, trailers): \(reply.summary)")
+            try context.expectEqual(reply.value(":status", inBlock: 0), "200", "the response's :status")
+            try context.expectEqual(reply.value("content-type", inBlock: 0), "application/grpc", "the response's content-type")
+            try context.expect(reply.headerBlocks[1].endStream, "the trailers end the stream: \(reply.summary)")
+            try context.expectEqual(reply.value("grpc-status", inBlock: 1), "0", "the trailers' grpc-status: \(reply.summary)")
+            guard let echoed = reply.messages else {
+                try context.fail("the reply's DATA (\(reply.data.count) bytes) is not whole gRPC messages")
+            }
+            try context.expectEqual(echoed.map(\.count), messages.map(\.count), "the sizes of the echoed messages, in order")
             for (index, message) in messages.enumerated() {
-                try context.expectBytes(frames[index].payload, message, "the echo of message \(index) (\(message.count) bytes), sent in pieces")
+                try context.expectBytes(echoed[index], message, "the echo of message \(index) (\(message.count) bytes), sent in pieces")
             }
-            let status = try? CallStatus(decoding: frames[3].payload)
-            try context.expect(status?.isOK == true, "the server's status frame says \(status.map { "\($0)" } ?? "something malformed: \(frames[3].payload)"); expected OK")
-            context.log("3 frames written in \(pieces) pieces decoded and echoed")
+            try context.expectOK(try await context.status(of: serverCalls[0], "the server's call of the split request", quiet: quietLimit), "the server's call of the split request")
+            context.log("preface, SETTINGS, HEADERS and \(dataFrames) DATA frames written in \(pieces) pieces decoded; 3 messages echoed")
         }
 
-        // A bad client: the server's call ends with the protocol error; the raw client
-        // sees the connection end; then a normal call on the same server works.
+        // A bad client on the same connection: the server's call ends with the protocol
+        // error, the raw client sees that stream end (trailers with a non-zero grpc-status,
+        // or RST_STREAM), and a stream opened after it on the same connection works; then a
+        // normal call through a channel works.
         struct Bad {
             var name: String
-            var bytes: [UInt8]
+            var data: [UInt8]
             var thenEndStream: Bool
             var code: TransportError.Code
             var reason: TransportError.Reason
-            var messagesBefore: Int
         }
         let good = ConformancePattern.bytes(count: 100, seed: 23_100)
         let bad: [Bad] = [
-            Bad(name: "a header announcing \(maximum + 1) bytes (the maximum message size + 1)",
-                bytes: rawFrame(flags: 0, announcedLength: maximum + 1), thenEndStream: false,
-                code: .resourceExhausted, reason: .frameTooLarge, messagesBefore: 0),
-            Bad(name: "a header announcing 1000 bytes and 400 of them, then end of stream",
-                bytes: rawFrame(flags: 0, announcedLength: 1000, payload: ConformancePattern.bytes(count: 400, seed: 23_200)), thenEndStream: true,
-                code: .internal, reason: .truncatedFrame, messagesBefore: 0),
-            Bad(name: "3 bytes of a header, then end of stream",
-                bytes: [0, 0, 0], thenEndStream: true,
-                code: .internal, reason: .truncatedFrame, messagesBefore: 0),
-            Bad(name: "a good message, then a frame with flags 0x7F",
-                bytes: Frame.encode(.message, payload: good) + rawFrame(flags: 0x7F, announcedLength: 10, payload: ConformancePattern.bytes(count: 10, seed: 23_300)),
-                thenEndStream: false, code: .internal, reason: .unknownFrameFlags, messagesBefore: 1),
-            Bad(name: "a status frame from the client",
-                bytes: Frame.encode(.status, payload: CallStatus.ok.encoded), thenEndStream: false,
-                code: .internal, reason: .protocolViolation, messagesBefore: 0),
+            Bad(name: "a message announcing \(maximum + 1) bytes (the maximum message size + 1)",
+                data: RawHTTP2Peer.message(ConformancePattern.bytes(count: 100, seed: 23_150), announcedLength: maximum + 1), thenEndStream: false,
+                code: .resourceExhausted, reason: .frameTooLarge),
+            Bad(name: "a message announcing 1000 bytes and 400 of them, then END_STREAM",
+                data: RawHTTP2Peer.message(ConformancePattern.bytes(count: 400, seed: 23_200), announcedLength: 1000), thenEndStream: true,
+                code: .internal, reason: .truncatedFrame),
+            Bad(name: "3 bytes of a message's prefix, then END_STREAM",
+                data: [0, 0, 0], thenEndStream: true,
+                code: .internal, reason: .truncatedFrame),
+            Bad(name: "a message with the undefined flag 0x80",
+                data: RawHTTP2Peer.message(ConformancePattern.bytes(count: 10, seed: 23_300), flag: 0x80), thenEndStream: false,
+                code: .internal, reason: .protocolViolation),
+            Bad(name: "a compressed message (flag 1) with no grpc-encoding",
+                data: RawHTTP2Peer.message(ConformancePattern.bytes(count: 10, seed: 23_350), flag: 1), thenEndStream: false,
+                code: .internal, reason: .protocolViolation),
         ]
+        var nextStream: UInt32 = 3
         for (caseIndex, input) in bad.enumerated() {
+            // A good message first, echoed, so that the bad one comes in the middle of a call.
+            let stream = nextStream
+            nextStream += 2
             let index = serverCalls.count
-            let raw = AsyncConnection(try await context.connect(to: endpoint))
-            try await context.step("writing \(input.name)") { try await raw.write(input.bytes) }
-            if input.thenEndStream {
-                try await context.step("shutdownOutput after \(input.name)") { try await raw.shutdownOutput() }
+            try await context.step("opening stream \(stream) with a good message") {
+                try await raw.send(raw.headers(stream, RawHTTP2Peer.request(path: "/switchyard.Echo/Bad"), endStream: false) + raw.data(stream, RawHTTP2Peer.message(good), endStream: false))
             }
-            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the raw client's call") { serverCalls.count > index }
+            try await context.step("the echo of the good message on stream \(stream)") {
+                try await raw.readUntil("the echo on stream \(stream)") { raw.streams[stream]?.messages?.count == 1 }
+            }
+            try await context.step("writing \(input.name) on stream \(stream)") { try await raw.send(raw.data(stream, input.data, endStream: input.thenEndStream)) }
+            let reply = try await context.step("the end of stream \(stream) after \(input.name)") { try await raw.readToEnd(of: stream) }
+            try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server made the raw client's call") { serverCalls.count > index }
             let recorder = serverCalls[index]
             let status = try await context.status(of: recorder, "the server's call after \(input.name)", quiet: quietLimit)
             try context.expectStatus(status, code: input.code, reason: input.reason, "the server's call after \(input.name)")
-            try context.expectEqual(recorder.snapshot.messages.count, input.messagesBefore, "messages the server's call received before \(input.name)")
+            try context.expectEqual(recorder.snapshot.messages.count, 1, "messages the server's call received (the good one) before \(input.name)")
             try context.expectWellBehaved(recorder, "the server's call after \(input.name)")
-            let (bytes, ending) = try await context.drainToEndOrReset(raw, "the raw client's read after \(input.name)")
-            if input.messagesBefore > 0 && !bytes.isEmpty {
-                // The echo of the good message may come back before the end.
-                try context.expectBytes(bytes, Frame.encode(.message, payload: good), "what the raw client read after \(input.name)")
+            try context.expectEqual(reply.messages?.count, 1, "messages echoed on stream \(stream) before \(input.name): \(reply.summary)")
+            let ending: String
+            if let code = reply.reset, reply.headerBlocks.count < 2 {
+                ending = "RST_STREAM \(code)"
             } else {
-                try context.expectEqual(bytes.count, 0, "bytes the raw client read after \(input.name)")
+                let grpcStatus = reply.value("grpc-status", inBlock: reply.headerBlocks.count - 1)
+                try context.expect(
+                    reply.headerBlocks.count == 2 && reply.headerBlocks[1].endStream && grpcStatus != nil && grpcStatus != "0",
+                    "stream \(stream) after \(input.name) ended with neither RST_STREAM nor trailers with a non-zero grpc-status: \(reply.summary)")
+                ending = "trailers, grpc-status \(grpcStatus ?? "")" + (reply.reset.map { ", then RST_STREAM \($0)" } ?? "")
             }
-            raw.close()
             context.log("\(input.name): the server's call ended with \(status); the raw client saw \(ending)")
 
+            // The connection goes on: the next stream on it is served.
+            let after = nextStream
+            nextStream += 2
             let message = ConformancePattern.bytes(count: 5000, seed: UInt64(23_400 + caseIndex))
+            let next = try await context.step("a good stream on the same connection after \(input.name)", seconds: 20) {
+                try await raw.send(raw.headers(after, RawHTTP2Peer.request(path: "/switchyard.Echo/After"), endStream: false) + raw.data(after, RawHTTP2Peer.message(message), endStream: true))
+                return try await raw.readToEnd(of: after)
+            }
+            try context.expect(next.reset == nil && next.value("grpc-status", inBlock: 1) == "0", "the good stream \(after) after \(input.name) on the same connection: \(next.summary)")
+            try context.expectEqual(next.messages?.count, 1, "messages echoed on stream \(after) after \(input.name)")
+            try context.expectBytes(next.messages?.first ?? [], message, "the echo on stream \(after) after \(input.name)")
+            try context.expect(raw.goAway == nil && !raw.endOfStream, "the server ended the raw client's connection after \(input.name): GOAWAY \(raw.goAway.map { "\($0)" } ?? "none")")
+
             let (replies, normal) = try await context.step("a normal call after \(input.name)", seconds: 20) {
                 try await channel.withCall { call in
                     try await call.write(message)
@@ -385,65 +414,110 @@ extension ConformanceScenario {
             try context.expectEqual(replies.count, 1, "echoed messages in a normal call after \(input.name)")
             try context.expectBytes(replies[0], message, "the echo in a normal call after \(input.name)")
         }
+        raw.close()
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server has no open call left (\(server.openCalls))") { server.openCalls == 0 }
 
-        // A bad server: the client's call ends with the protocol error.
+        // A bad server: the client's call ends with the protocol error. A raw HTTP/2
+        // server answers each of the channel's calls on one connection; the last case
+        // closes it.
         enum Ending { case none, endStream, close }
         struct BadServer {
             var name: String
-            var bytes: [UInt8]
+            var headersFirst: Bool
+            var goodFirst: Bool
+            var data: [UInt8]
             var ending: Ending
             var code: TransportError.Code
             var reason: TransportError.Reason
-            var messagesBefore: Int
         }
         let badServer: [BadServer] = [
-            BadServer(name: "a header announcing \(maximum + 1) bytes (the maximum message size + 1)",
-                      bytes: rawFrame(flags: 0, announcedLength: maximum + 1), ending: .none,
-                      code: .resourceExhausted, reason: .frameTooLarge, messagesBefore: 0),
-            BadServer(name: "a good message, then a frame with flags 0x7F",
-                      bytes: Frame.encode(.message, payload: good) + rawFrame(flags: 0x7F, announcedLength: 4, payload: [1, 2, 3, 4]), ending: .none,
-                      code: .internal, reason: .unknownFrameFlags, messagesBefore: 1),
-            BadServer(name: "a header announcing 1000 bytes and 400 of them, then end of stream",
-                      bytes: rawFrame(flags: 0, announcedLength: 1000, payload: ConformancePattern.bytes(count: 400, seed: 23_500)), ending: .endStream,
-                      code: .internal, reason: .truncatedFrame, messagesBefore: 0),
-            BadServer(name: "a status frame with an unknown code",
-                      bytes: rawFrame(flags: 1, announcedLength: 2, payload: [99, 0]), ending: .none,
-                      code: .internal, reason: .protocolViolation, messagesBefore: 0),
-            BadServer(name: "a good message, then a close without a status",
-                      bytes: Frame.encode(.message, payload: good), ending: .close,
-                      code: .unavailable, reason: .closed, messagesBefore: 1),
+            BadServer(name: "a message announcing \(maximum + 1) bytes (the maximum message size + 1)", headersFirst: true, goodFirst: false,
+                      data: RawHTTP2Peer.message([1, 2, 3], announcedLength: maximum + 1), ending: .none,
+                      code: .resourceExhausted, reason: .frameTooLarge),
+            BadServer(name: "a good message, then one with the undefined flag 0x7F", headersFirst: true, goodFirst: true,
+                      data: RawHTTP2Peer.message([1, 2, 3, 4], flag: 0x7F), ending: .none,
+                      code: .internal, reason: .protocolViolation),
+            BadServer(name: "a message announcing 1000 bytes and 400 of them, then END_STREAM", headersFirst: true, goodFirst: false,
+                      data: RawHTTP2Peer.message(ConformancePattern.bytes(count: 400, seed: 23_500), announcedLength: 1000), ending: .endStream,
+                      code: .internal, reason: .truncatedFrame),
+            // DATA before HEADERS breaks HTTP/2 itself (RFC 9113 section 8.1): the client's
+            // HTTP/2 layer resets the stream with PROTOCOL_ERROR, which gRPC maps to internal.
+            BadServer(name: "a message before the response headers", headersFirst: false, goodFirst: false,
+                      data: RawHTTP2Peer.message(good), ending: .none,
+                      code: .internal, reason: .reset),
+            BadServer(name: "trailers whose grpc-status is 99, no status code", headersFirst: true, goodFirst: false,
+                      data: [], ending: .endStream,
+                      code: .unknown, reason: .protocolViolation),
+            BadServer(name: "a good message, then a close of the connection without trailers", headersFirst: true, goodFirst: true,
+                      data: [], ending: .close,
+                      code: .unavailable, reason: .closed),
         ]
         let listener = try await context.listen()
         defer { listener.close() }
         let rawChannel = CallChannel(target: context.endpoint(of: listener), transport: context.client)
+        var peer: RawHTTP2Peer?
+        defer { peer?.close() }
+        var clientStream: UInt32 = 1
         for input in badServer {
             let recorder = CallRecorder()
             _ = try await context.startCall(on: rawChannel, handler: recorder)
-            let peer = AsyncConnection(try await context.accept(from: listener))
-            // The client opens every call with a headers frame (here no method, no
-            // metadata); read it, so that a close below is not a reset for unread bytes.
-            let opening = try await context.step("the raw server reading the client's headers frame") { try await peer.read(exactly: 7) }
-            try context.expectBytes(opening, Frame.encode(.headers, payload: [0, 0]), "the client's headers frame (no method, no metadata)")
-            try await context.step("the raw server writing \(input.name)") { try await peer.write(input.bytes) }
-            switch input.ending {
-            case .none: break
-            case .endStream: try await context.step("the raw server's shutdownOutput after \(input.name)") { try await peer.shutdownOutput() }
-            case .close: peer.close()
+            if peer == nil {
+                let accepted = RawHTTP2Peer(try await context.accept(from: listener), client: false)
+                try await context.step("the raw server's SETTINGS") { try await accepted.send(accepted.opening()) }
+                peer = accepted
             }
+            let server = peer!
+            let stream = clientStream
+            clientStream += 2
+            // The client opens every call with its request headers (here the method "",
+            // the path "/", no metadata).
+            try await context.step("the raw server reading the request headers on stream \(stream)") {
+                try await server.readUntil("the request on stream \(stream)") { server.streams[stream]?.headerBlocks.isEmpty == false }
+            }
+            let request = server.streams[stream]!
+            try context.expect(
+                request.value(":method", inBlock: 0) == "POST" && request.value(":path", inBlock: 0) == "/"
+                    && request.value("content-type", inBlock: 0) == "application/grpc" && request.value("te", inBlock: 0) == "trailers",
+                "the client's request headers on stream \(stream): \(request.summary)")
+            var bytes: [UInt8] = []
+            if input.headersFirst { bytes += server.headers(stream, RawHTTP2Peer.responseHeaders, endStream: false) }
+            if input.goodFirst {
+                let first = bytes + server.data(stream, RawHTTP2Peer.message(good), endStream: false)
+                try await context.step("the raw server writing a good message") { try await server.send(first) }
+                try await context.waitUntil(seconds: 10, quiet: quietLimit, "the client's call received the good message", seen: recorder.seen) { recorder.messageCount == 1 }
+                bytes = []
+            }
+            switch input.ending {
+            case .none:
+                bytes += server.data(stream, input.data, endStream: false)
+            case .endStream:
+                if input.data.isEmpty {
+                    bytes += server.headers(stream, [HPACKField("grpc-status", "99")], endStream: true)
+                } else {
+                    bytes += server.data(stream, input.data, endStream: true)
+                }
+            case .close:
+                break
+            }
+            let written = bytes
+            if !written.isEmpty {
+                try await context.step("the raw server writing \(input.name)") { try await server.send(written) }
+            }
+            if input.ending == .close { server.close() }
             let status = try await context.status(of: recorder, "the client's call after the server sent \(input.name)", quiet: quietLimit)
             try context.expectStatus(status, code: input.code, reason: input.reason, "the client's call after the server sent \(input.name)")
             let events = recorder.snapshot
-            try context.expectEqual(events.messages.count, input.messagesBefore, "messages the client's call received before \(input.name)")
-            if input.messagesBefore > 0 { try context.expectBytes(events.messages[0], good, "the good message before \(input.name)") }
+            try context.expectEqual(events.messages.count, input.goodFirst ? 1 : 0, "messages the client's call received before \(input.name)")
+            if input.goodFirst { try context.expectBytes(events.messages[0], good, "the good message before \(input.name)") }
             try context.expectWellBehaved(recorder, "the client's call after the server sent \(input.name)")
             var ending = "its own close"
             if input.ending != .close {
-                let (bytes, how) = try await context.drainToEndOrReset(peer, "the raw server's read after sending \(input.name)")
-                try context.expectEqual(bytes.count, 0, "bytes the raw server read from a client that sent nothing after its headers")
-                ending = how
+                // The client's call ended: it resets the stream (its half is still open).
+                let seen = try await context.step("the raw server reading the end of stream \(stream)") { try await server.readToEnd(of: stream) }
+                try context.expect(seen.reset != nil, "the client did not reset stream \(stream) after the server sent \(input.name): \(seen.summary)")
+                try context.expectEqual(seen.data.count, 0, "bytes of DATA from a client that sent nothing after its headers")
+                ending = "RST_STREAM \(seen.reset!)"
             }
-            peer.close()
             context.log("server sent \(input.name): the client's call ended with \(status); the raw server saw \(ending)")
         }
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(rawChannel.openCalls))") { rawChannel.openCalls == 0 }
