@@ -2,8 +2,9 @@ public import Switchyard
 
 /// How a call ended: OK, or the `TransportError` that ended it.
 ///
-/// The server sends it as the call's trailer frame; the client ends with it. A call
-/// whose connection broke before a status arrived ends with `unavailable`.
+/// The server sends it in the call's trailers (`grpc-status` and `grpc-message`, and the
+/// error's reason in `switchyard-reason`, which other gRPC peers ignore); the client ends
+/// with it. A call whose connection broke before a status arrived ends with `unavailable`.
 public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
     /// nil for OK.
     public var error: TransportError?

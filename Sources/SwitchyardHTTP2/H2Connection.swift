@@ -93,7 +93,8 @@ package final class H2Connection: @unchecked Sendable {
         self.role = role
         self.writeHighWater = writeHighWater
         self.machine = H2ConnectionStateMachine(role: role, configuration: configuration)
-        self.decoder = H2FrameDecoder(role: role == .client ? .client : .server, maxFrameSize: configuration.maxFrameSize)
+        self.decoder = H2FrameDecoder(
+            role: role == .client ? .client : .server, maxFrameSize: configuration.maxFrameSize, expectsServerPreface: role == .client)
     }
 
     /// Starts the connection: the client's preface, both sides' SETTINGS, and reading.

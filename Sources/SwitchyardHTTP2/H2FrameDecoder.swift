@@ -93,14 +93,17 @@ package struct H2FrameDecoder: Sendable {
     /// - Parameters:
     ///   - role: `.server` expects the client's connection preface first.
     ///   - maxFrameSize: this side's SETTINGS_MAX_FRAME_SIZE, within 16,384...16,777,215.
-    package init(role: Role, maxFrameSize: Int = 16_384) {
+    /// - Parameter expectsServerPreface: a client at the start of a connection: the first
+    ///   frame must be the server's SETTINGS (RFC 9113, 3.4), and anything else is a peer
+    ///   that does not speak HTTP/2 (``H2ProtocolViolation/peerIsNotHTTP2``).
+    package init(role: Role, maxFrameSize: Int = 16_384, expectsServerPreface: Bool = false) {
         precondition(
             Int(H2Settings.maxFrameSizeRange.lowerBound)...Int(H2Settings.maxFrameSizeRange.upperBound) ~= maxFrameSize,
             "SETTINGS_MAX_FRAME_SIZE \(maxFrameSize) is outside 16384...16777215")
         self.role = role
         self.maxFrameSize = maxFrameSize
         self.prefaceMatched = role == .server ? 0 : nil
-        self.awaitingServerSettings = role == .client
+        self.awaitingServerSettings = role == .client && expectsServerPreface
     }
 
     /// The octets received and not yet decoded.

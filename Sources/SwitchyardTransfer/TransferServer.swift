@@ -85,10 +85,12 @@ public final class TransferServer: Sendable {
         leases.calls.reduce(0) { $0 + $1.call.bufferedBytes }
     }
 
-    /// Ends every open transfer call now by resetting its connection; the senders see
-    /// `unavailable` (reason `reset`) and resume. What was synced stays.
+    /// Ends every open transfer call now with `unavailable`, reason `reset` (the status
+    /// goes to the senders, which resume; other calls on their connections go on). What
+    /// was synced stays.
     public func resetOpenTransfers() {
-        for call in leases.calls { call.cancel() }
+        let reset = TransportError(code: .unavailable, reason: .reset, message: "the transfer server reset the transfer")
+        for call in leases.calls { call.call.finish(CallStatus(error: reset)) }
     }
 
     /// Waits until the server stopped: closed, every transfer call ended and its handler

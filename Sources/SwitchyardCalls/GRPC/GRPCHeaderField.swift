@@ -33,6 +33,9 @@ package enum GRPCHeaderName {
     package static let grpcStatus = Array("grpc-status".utf8)
     package static let grpcMessage = Array("grpc-message".utf8)
     package static let statusDetails = Array("grpc-status-details-bin".utf8)
+    /// A Switchyard server's reason for an error status (``CallStatus``'s
+    /// `TransportError.reason`), percent-encoded as `grpc-message` is.
+    package static let switchyardReason = Array("switchyard-reason".utf8)
 }
 
 extension Sequence<GRPCHeaderField> {

@@ -75,6 +75,12 @@ package enum GRPCResponse {
         if let error = status.error, !error.message.isEmpty {
             fields.append(GRPCHeaderField(name: GRPCHeaderName.grpcMessage, value: GRPCStatusMessageEncoding.encode(error.message)))
         }
+        if let error = status.error, error.reason != .grpcStatus, !error.reason.name.isEmpty {
+            // The reason, which gRPC's status has no place for: a Switchyard client reads
+            // it back (a transfer's `integrity mismatch`, say); other peers see a custom
+            // trailer and ignore it.
+            fields.append(GRPCHeaderField(name: GRPCHeaderName.switchyardReason, value: GRPCStatusMessageEncoding.encode(error.reason.name)))
+        }
     }
 
     // MARK: reading (the client)
@@ -212,7 +218,13 @@ package enum GRPCResponse {
             )
         }
         let message = fields.firstValue(GRPCHeaderName.grpcMessage).map(GRPCStatusMessageEncoding.decode) ?? ""
-        return (CallStatus(grpcCode: code, message: message), metadata)
+        var status = CallStatus(grpcCode: code, message: message)
+        var custom = metadata
+        if let reason = fields.firstValue(GRPCHeaderName.switchyardReason) {
+            custom.removeAll(forKey: "switchyard-reason")
+            status.error?.reason = TransportError.Reason(GRPCStatusMessageEncoding.decode(reason))
+        }
+        return (status, custom)
     }
 
     private static let missingHTTPStatus = CallStatus(

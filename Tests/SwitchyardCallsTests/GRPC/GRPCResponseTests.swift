@@ -18,14 +18,28 @@ struct GRPCResponseTests {
         #expect(Self.text(try GRPCResponse.headersFields(encoding: .identity, acceptEncodings: [], metadata: CallMetadata())) == [":status: 200", "content-type: application/grpc"])
         #expect(Self.text(try GRPCResponse.trailersFields(status: .ok, metadata: metadata)) == ["grpc-status: 0", "k: v"])
         let failed = CallStatus(error: TransportError(code: .notFound, reason: .misuse, message: "no such topic: 100%"))
-        #expect(Self.text(try GRPCResponse.trailersFields(status: failed)) == ["grpc-status: 5", "grpc-message: no such topic: 100%25"])
+        #expect(
+            Self.text(try GRPCResponse.trailersFields(status: failed)) == [
+                "grpc-status: 5", "grpc-message: no such topic: 100%25", "switchyard-reason: misuse",
+            ])
         #expect(
             Self.text(try GRPCResponse.trailersOnlyFields(status: failed, metadata: metadata)) == [
-                ":status: 200", "content-type: application/grpc", "grpc-status: 5", "grpc-message: no such topic: 100%25", "k: v",
+                ":status: 200", "content-type: application/grpc", "grpc-status: 5", "grpc-message: no such topic: 100%25",
+                "switchyard-reason: misuse", "k: v",
             ])
-        // An error with no message sends no grpc-message.
-        let bare = CallStatus(error: TransportError(code: .aborted, reason: .misuse, message: ""))
+        // An error with no message sends no grpc-message; a gRPC peer's reason is not sent.
+        let bare = CallStatus(error: TransportError(code: .aborted, reason: .grpcStatus, message: ""))
         #expect(Self.text(try GRPCResponse.trailersFields(status: bare)) == ["grpc-status: 10"])
+    }
+
+    @Test("A Switchyard reason travels in switchyard-reason and comes back as the error's reason, not as metadata")
+    func reasonRoundTrip() throws {
+        let failed = CallStatus(error: TransportError(code: .aborted, reason: TransportError.Reason("integrity mismatch"), message: "sha-256 differs"))
+        var metadata = CallMetadata()
+        try metadata.addString("v", forKey: "k")
+        let (status, trailing) = GRPCResponse.readTrailers(try GRPCResponse.trailersFields(status: failed, metadata: metadata))
+        #expect(status.error?.code == .aborted && status.error?.reason.name == "integrity mismatch" && status.error?.message == "sha-256 differs")
+        #expect(trailing == metadata)
     }
 
     // The spec's sample trailer value, "jher831yy13JHy3hc", is 17 characters: no base64
