@@ -2,8 +2,9 @@
 //
 // gRPC's interoperability test service for Switchyard: the message types of
 // `grpc.testing.TestService` (generated once from Protos/ by scripts/generate and
-// committed), and a grpcio peer (peers/grpcio_interop.py) that the interop tools are
-// tested against.
+// committed), the interop tools on Switchyard's calls (interop-server, interop-client),
+// and a grpcio peer (peers/grpcio_interop.py) that they are tested against
+// (scripts/interop-matrix).
 
 import PackageDescription
 
@@ -14,9 +15,16 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "switchyard-interop",
+    products: [
+        .executable(name: "interop-server", targets: ["interop-server"]),
+        .executable(name: "interop-client", targets: ["interop-client"]),
+    ],
     dependencies: [
         .package(name: "switchyard", path: "../.."),
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Generated code only: scripts/generate rewrites every file here.
@@ -27,11 +35,62 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The interop test service and the test cases on Switchyard's public calls API
+        // (`CallServer`, `CallChannel`, `AsyncCall`), with the gRPC status codes mapped
+        // onto `CallStatus`, and the transports the tools run on (a backend from the
+        // registry, TLS with the interop certificates). `package` access: the tools and
+        // the tests are its only users.
+        .target(
+            name: "InteropTesting",
+            dependencies: [
+                "InteropMessages",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+                .product(name: "SwitchyardBackends", package: "switchyard"),
+                .product(name: "SwitchyardTLS", package: "switchyard"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "interop-server",
+            dependencies: [
+                "InteropTesting",
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+                .product(name: "SwitchyardServiceLifecycle", package: "switchyard"),
+                .product(name: "SwitchyardTLS", package: "switchyard"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "interop-client",
+            dependencies: [
+                "InteropTesting",
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+                .product(name: "SwitchyardTLS", package: "switchyard"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "InteropMessagesTests",
             dependencies: [
                 "InteropMessages",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "InteropTestingTests",
+            dependencies: [
+                "InteropTesting",
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
             ],
             swiftSettings: strict
         ),

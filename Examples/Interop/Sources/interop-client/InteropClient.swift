@@ -1,0 +1,125 @@
+// interop-client: runs one of gRPC's interop test cases against a server of
+// `grpc.testing.TestService` (interop-server, grpcio's, any gRPC server's) with
+// Switchyard's calls, on any backend of the registry, plaintext or TLS.
+//
+//     interop-client --server_host H --server_port P --test_case NAME
+//                    [--use_tls [--use_test_ca] [--server_host_override NAME]]
+//                    [--certs_dir DIR] [--backend NAME] [--backend-library PATH ...]
+//
+// The arguments are those of gRPC's `doc/interop-test-descriptions.md` (`--use_tls=true`
+// is taken too); the cases are InteropTesting's `InteropTestCase`. With `--use_tls` the
+// server's certificate is checked against ca.pem of the certificates' folder
+// (`--use_test_ca`; --certs_dir, else $SWITCHYARD_INTEROP_CERTS) or the system's trust
+// store, under the name `--server_host_override` (also sent as SNI), else the host; ALPN
+// offers h2.
+//
+// Prints `PASS NAME` and exits 0, or `FAIL NAME: what differed` and exits 1.
+
+import ArgumentParser
+import Foundation
+import InteropTesting
+import Switchyard
+import SwitchyardCalls
+import SwitchyardTLS
+
+extension InteropTestCase: ExpressibleByArgument {}
+
+@main
+struct InteropClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "interop-client",
+        abstract: "Runs one of gRPC's interop test cases with Switchyard's calls.",
+        discussion: "Prints 'PASS NAME' and exits 0, or 'FAIL NAME: what differed' and exits 1.")
+
+    @Option(name: .customLong("server_host"), help: "The server's host.")
+    var serverHost = "localhost"
+
+    @Option(name: .customLong("server_port"), parsing: .unconditional, help: "The server's port.")
+    var serverPort: Int
+
+    @Option(name: .customLong("test_case"), help: "The test case.")
+    var testCase: InteropTestCase
+
+    @Flag(name: .customLong("use_tls"), help: "Connect with TLS (ALPN h2).")
+    var useTLS = false
+
+    @Flag(name: .customLong("use_test_ca"), help: "With --use_tls: trust ca.pem of the certificates' folder instead of the system's trust store.")
+    var useTestCA = false
+
+    @Option(name: .customLong("server_host_override"), help: "With --use_tls: the name checked in the server's certificate and sent as SNI (default: --server_host). Without TLS it has no effect: the calls API has no way to set :authority.")
+    var serverHostOverride: String?
+
+    @Option(name: .customLong("certs_dir"), help: ArgumentHelp("The certificates' folder (default: $\(InteropTransport.certificatesVariable)).", valueName: "dir"))
+    var certsDir: String?
+
+    @Option(help: "The backend (default: $SWITCHYARD_BACKEND, else 'bsd').")
+    var backend: String?
+
+    @Option(name: .customLong("backend-library"), help: ArgumentHelp("A backend library to load; its backend can then be chosen with --backend. Repeatable.", valueName: "path"))
+    var backendLibraries: [String] = []
+
+    /// The descriptions' `--use_tls=true` form, rewritten before parsing.
+    static func main() async {
+        await main(GRPCFlags.normalize(Array(CommandLine.arguments.dropFirst()), flags: ["use_tls", "use_test_ca"]))
+    }
+
+    func validate() throws {
+        do {
+            try Endpoint.validate(port: serverPort)
+            try Endpoint.validate(host: serverHost)
+            try InteropTransport.checkBackend(backend, libraries: backendLibraries)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        if let serverHostOverride, serverHostOverride.isEmpty || serverHostOverride.utf8.count > 253 {
+            throw ValidationError("--server_host_override '\(serverHostOverride)' is not a host name (1 to 253 bytes)")
+        }
+        if let tls = try tlsConfiguration() {
+            let files: [(option: String, path: String?)] = useTestCA ? [("--use_test_ca", tlsCA)] : []
+            if let problem = TLSConfiguration.problem(withFiles: files, loading: tls) { throw ValidationError(problem) }
+        }
+    }
+
+    /// ca.pem's path, with --use_test_ca.
+    private var tlsCA: String? { (try? InteropTransport.certificatesDirectory(explicit: certsDir)).map { "\($0)/ca.pem" } }
+
+    private func tlsConfiguration() throws -> TLSConfiguration? {
+        guard useTLS else { return nil }
+        var directory: String?
+        if useTestCA {
+            do {
+                directory = try InteropTransport.certificatesDirectory(explicit: certsDir)
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        return InteropTransport.clientTLS(directory: directory, serverName: serverHostOverride)
+    }
+
+    func run() async throws {
+        let transport: any Transport
+        do {
+            transport = try await InteropTransport.make(backend: backend, client: try tlsConfiguration())
+        } catch {
+            FileHandle.standardError.write(Data("interop-client: cannot start backend '\(InteropTransport.backendName(backend))': \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let channel = CallChannel(target: Endpoint(host: serverHost, port: serverPort), transport: transport)
+        let failure: InteropFailure?
+        do {
+            try await testCase.run(on: channel)
+            failure = nil
+        } catch {
+            failure = error
+        }
+        channel.close()
+        await transport.shutdownNow()
+        if let failure {
+            print("FAIL \(testCase.rawValue): \(failure)")
+            fflush(nil)
+            throw ExitCode(1)
+        }
+        print("PASS \(testCase.rawValue)")
+        fflush(nil)
+    }
+}
