@@ -39,9 +39,19 @@ public final class CallChannel: Sendable {
     /// The connection calls use, and the connect under way.
     let slot: ChannelConnectionSlot
 
+    /// A channel with the default ``ChannelConfiguration``.
+    public convenience init(
+        target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
+        monitor: (any ConnectivityMonitor)? = nil
+    ) {
+        self.init(target: target, transport: transport, connectOptions: connectOptions, monitor: monitor, configuration: ChannelConfiguration())
+    }
+
+    /// A channel to `target` whose connections `transport` makes with `connectOptions`,
+    /// following `monitor` if given, using its connection as `configuration` says.
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
-        monitor: (any ConnectivityMonitor)? = nil, configuration: ChannelConfiguration = ChannelConfiguration()
+        monitor: (any ConnectivityMonitor)? = nil, configuration: ChannelConfiguration
     ) {
         self.target = target
         self.transport = transport
