@@ -87,6 +87,8 @@ STREAM_PATH = "/switchyard.bench.Echo/Stream"
 GRPC_HEADERS = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
 PIN = ["taskset", "-c", CPU] if CPU else []
 REFERENCE = "cpp"
+# Switchyard's rows are also given as ratios to grpc-swift out of the box.
+PEER = "nio"
 
 
 def log(*parts):
@@ -396,25 +398,27 @@ def report(med, samples, names, info, checks):
     for name in names:
         if name in med:
             lines.append(f"| {name} | " + " | ".join(fmt(k, med[name].get(k)) for k in metric_keys) + " |")
-    if REFERENCE in med and any(n != REFERENCE and n in med for n in names):
-        lines += ["", f"### Ratio to {REFERENCE}",
+    for reference, subjects in [(REFERENCE, [n for n in names if n != REFERENCE]),
+                                (PEER, [n for n in names if n.startswith("switchyard")])]:
+        subjects = [n for n in subjects if n in med]
+        if reference not in med or not subjects:
+            continue
+        lines += ["", f"### Ratio to {reference}",
                   "",
-                  "Server / cpp of the medians, with the lowest and highest ratio of one round's figures "
+                  f"Server / {reference} of the medians, with the lowest and highest ratio of one round's figures "
                   "(a round runs every server back to back). Above 1 is better for calls/s, msgs/s and MiB/s; "
                   "below 1 is better for latency, CPU and memory.",
                   "",
                   "| server | " + " | ".join(h for _, h, _, _ in METRICS) + " |",
                   "|---|" + "---:|" * len(METRICS)]
-        for name in names:
-            if name not in med or name == REFERENCE:
-                continue
+        for name in subjects:
             cells = []
             for k in metric_keys:
-                a, b = med[name].get(k), med[REFERENCE].get(k)
+                a, b = med[name].get(k), med[reference].get(k)
                 if not a or not b:
                     cells.append("-")
                     continue
-                per_round = [x[k] / y[k] for x, y in zip(samples[name], samples[REFERENCE]) if x.get(k) and y.get(k)]
+                per_round = [x[k] / y[k] for x, y in zip(samples[name], samples[reference]) if x.get(k) and y.get(k)]
                 spread = f" ({min(per_round):.2f}-{max(per_round):.2f})" if len(per_round) > 1 else ""
                 cells.append(f"{a / b:.2f}x{spread}")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
