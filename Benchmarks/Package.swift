@@ -38,6 +38,17 @@ let package = Package(
             ],
             path: "Servers/nio-tls-echo-server"
         ),
+        // Switchyard's gRPC echo server for grpc/run: a CallServer on the handler face,
+        // plaintext HTTP/2 (the `switchyard` row of grpc/README.md's table).
+        .executableTarget(
+            name: "switchyard-grpc-echo",
+            dependencies: [
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+                .product(name: "SwitchyardBackends", package: "switchyard"),
+            ],
+            path: "Servers/switchyard-grpc-echo"
+        ),
         // Not a server: the resident-memory floor of any Swift program (see its header).
         .executableTarget(name: "swift-floor", path: "Servers/swift-floor"),
         // Connection churn: waves of connections opened, echoed and closed on each

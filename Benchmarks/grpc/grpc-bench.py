@@ -7,21 +7,23 @@ run that.)
     Benchmarks/grpc/run                          # build, 3 rounds, write results/grpc-echo.md
     ROUNDS=5 Benchmarks/grpc/run
     SERVERS="cpp nio" Benchmarks/grpc/run
-    SWITCHYARD_GRPC_ECHO="/path/to/server --port 0" Benchmarks/grpc/run
+    SWITCHYARD_GRPC_ECHO="/path/to/server --port 0" Benchmarks/grpc/run   # another build as `switchyard`
     NO_BUILD=1 Benchmarks/grpc/run               # reuse the last build
     CPU= Benchmarks/grpc/run                     # do not pin
 
-Servers (SERVERS, default "cpp nio nio-el switchyard"), each serving /switchyard.bench.Echo/Unary
-and /switchyard.bench.Echo/Stream over plaintext HTTP/2 on 127.0.0.1, printing
-`listening on PORT` once bound:
+Servers (SERVERS, default "cpp nio nio-el switchyard switchyard-libuv"), each serving
+/switchyard.bench.Echo/Unary and /switchyard.bench.Echo/Stream over plaintext HTTP/2 on
+127.0.0.1, printing `listening on PORT` once bound:
     cpp         cpp-echo-server/: gRPC C++ (Debian's libgrpc++), callback API, generic service
     nio         swift-nio-echo/: grpc-swift 2 on grpc-swift-nio-transport, one event loop
                 thread, handlers on Swift's default global executor (out of the box)
     nio-el      the same with `--executor nio`: the one event loop installed as Swift's
                 global executor, so handlers run on the loop's thread (no thread hops)
-    switchyard  the command in SWITCHYARD_GRPC_ECHO (split like a shell would, run as given;
-                it must pick a port and print `listening on PORT`); skipped with a note
-                when unset
+    switchyard  Benchmarks/Servers/switchyard-grpc-echo (the Benchmarks package's release
+                build): a CallServer on the handler face, bsd backend, one event loop
+                thread; or the command in SWITCHYARD_GRPC_ECHO when set (split like a shell
+                would, run as given; it must pick a port and print `listening on PORT`)
+    switchyard-libuv  the same with `--backend libuv` (SWITCHYARD_GRPC_ECHO_LIBUV overrides)
 
 Method (that of Benchmarks/run, see Benchmarks/README.md): each round runs every server in
 turn (interleaved), a fresh process per (server, round), pinned with the load drivers to
@@ -69,6 +71,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CPP_SERVER = HERE / "cpp-echo-server" / "cpp-echo-server"
 SWIFT_PACKAGE = HERE / "swift-nio-echo"
+BENCHMARKS_PACKAGE = HERE.parent
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CPU = os.environ.get("CPU", "0")
@@ -84,6 +87,8 @@ STREAM_PATH = "/switchyard.bench.Echo/Stream"
 GRPC_HEADERS = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
 PIN = ["taskset", "-c", CPU] if CPU else []
 REFERENCE = "cpp"
+# Switchyard's rows are also given as ratios to grpc-swift out of the box.
+PEER = "nio"
 
 
 def log(*parts):
@@ -111,6 +116,17 @@ def swift_bin_dir():
     return Path(out)
 
 
+def switchyard_server():
+    """The Benchmarks package's switchyard-grpc-echo (built by `run`), or None if not built."""
+    try:
+        out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=BENCHMARKS_PACKAGE,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except subprocess.CalledProcessError:
+        return None
+    path = Path(out) / "switchyard-grpc-echo"
+    return path if path.exists() else None
+
+
 def servers():
     bin_dir = swift_bin_dir()
     table = {
@@ -118,17 +134,25 @@ def servers():
         "nio": [str(bin_dir / "grpc-nio-echo-server"), "--port", "0", "--event-loops", "1"],
         "nio-el": [str(bin_dir / "grpc-nio-echo-server"), "--port", "0", "--event-loops", "1", "--executor", "nio"],
     }
-    own = os.environ.get("SWITCHYARD_GRPC_ECHO", "").strip()
-    if own:
-        table["switchyard"] = shlex.split(own)
-    chosen = os.environ.get("SERVERS", "cpp nio nio-el switchyard").split()
+    # Switchyard's: SWITCHYARD_GRPC_ECHO (and _LIBUV) when set, else the Benchmarks
+    # package's switchyard-grpc-echo on each backend.
+    built = switchyard_server()
+    for name, variable, backend in [("switchyard", "SWITCHYARD_GRPC_ECHO", "bsd"),
+                                    ("switchyard-libuv", "SWITCHYARD_GRPC_ECHO_LIBUV", "libuv")]:
+        own = os.environ.get(variable, "").strip()
+        if own:
+            table[name] = shlex.split(own)
+        elif built:
+            table[name] = [str(built), "--backend", backend, "--port", "0", "--event-loops", "1"]
+    chosen = os.environ.get("SERVERS", "cpp nio nio-el switchyard switchyard-libuv").split()
     names = []
     for name in chosen:
-        if name == "switchyard" and not own:
-            log("note: SWITCHYARD_GRPC_ECHO is not set: the switchyard server is skipped")
+        if name.startswith("switchyard") and name not in table:
+            log(f"note: {name}: switchyard-grpc-echo is not built (Benchmarks/grpc/run builds it) and "
+                "SWITCHYARD_GRPC_ECHO is not set: skipped")
             continue
         if name not in table:
-            sys.exit(f"grpc-run: unknown server {name!r}; known: cpp nio nio-el switchyard")
+            sys.exit(f"grpc-run: unknown server {name!r}; known: cpp nio nio-el switchyard switchyard-libuv")
         names.append(name)
     return {n: table[n] for n in names}, bin_dir / "grpc-nio-echo-client"
 
@@ -272,7 +296,7 @@ def stream(client, server, size):
 
 
 def measure(server, client, work):
-    s = {}
+    s = {"load1_start": os.getloadavg()[0]}
     h2load(server, work, WARMUP_CALLS, 1, "warmup")
     for in_flight, calls in [(1, CALLS_1), (64, CALLS_64)]:
         before = server.cpu()
@@ -290,6 +314,7 @@ def measure(server, client, work):
         s[f"{key}_cpu_us_per_mib"] = cpu * 1e6 / max(out["messages"] * size / 1048576, 1e-9)
         s[f"{key}_cpu_source"] = source
     s["peak_rss_kib"] = server.peak_rss_kib()
+    s["load1_end"] = os.getloadavg()[0]
     return s
 
 
@@ -359,6 +384,9 @@ def report(med, samples, names, info, checks):
         f"- `ROUNDS={ROUNDS}`, {MESSAGE_SIZE} B unary messages, {CALLS_1} calls at -m 1, {CALLS_64} at -m 64, "
         f"streams {STREAM_SECONDS:g} s of 64 B and of {STREAM_BIG} B messages, "
         f"pinned to CPU {CPU or '(not pinned)'}",
+        "- 1-minute load average at the start and end of each (server, round): " + "; ".join(
+            f"{n} " + ", ".join(f"{x['load1_start']:.1f}-{x['load1_end']:.1f}" for x in samples[n])
+            for n in names if samples.get(n)),
         "",
         "Checks: " + "; ".join(f"{n}: {c}" for n, c in checks.items()),
         "",
@@ -370,25 +398,27 @@ def report(med, samples, names, info, checks):
     for name in names:
         if name in med:
             lines.append(f"| {name} | " + " | ".join(fmt(k, med[name].get(k)) for k in metric_keys) + " |")
-    if REFERENCE in med and any(n != REFERENCE and n in med for n in names):
-        lines += ["", f"### Ratio to {REFERENCE}",
+    for reference, subjects in [(REFERENCE, [n for n in names if n != REFERENCE]),
+                                (PEER, [n for n in names if n.startswith("switchyard")])]:
+        subjects = [n for n in subjects if n in med]
+        if reference not in med or not subjects:
+            continue
+        lines += ["", f"### Ratio to {reference}",
                   "",
-                  "Server / cpp of the medians, with the lowest and highest ratio of one round's figures "
+                  f"Server / {reference} of the medians, with the lowest and highest ratio of one round's figures "
                   "(a round runs every server back to back). Above 1 is better for calls/s, msgs/s and MiB/s; "
                   "below 1 is better for latency, CPU and memory.",
                   "",
                   "| server | " + " | ".join(h for _, h, _, _ in METRICS) + " |",
                   "|---|" + "---:|" * len(METRICS)]
-        for name in names:
-            if name not in med or name == REFERENCE:
-                continue
+        for name in subjects:
             cells = []
             for k in metric_keys:
-                a, b = med[name].get(k), med[REFERENCE].get(k)
+                a, b = med[name].get(k), med[reference].get(k)
                 if not a or not b:
                     cells.append("-")
                     continue
-                per_round = [x[k] / y[k] for x, y in zip(samples[name], samples[REFERENCE]) if x.get(k) and y.get(k)]
+                per_round = [x[k] / y[k] for x, y in zip(samples[name], samples[reference]) if x.get(k) and y.get(k)]
                 spread = f" ({min(per_round):.2f}-{max(per_round):.2f})" if len(per_round) > 1 else ""
                 cells.append(f"{a / b:.2f}x{spread}")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -437,7 +467,8 @@ def main():
             samples[name].append(s)
             log(f"round {rnd}/{ROUNDS} {name}: unary1 {s['u1_cps']:.0f}/s p99 {s['u1_p99']:.0f} us, "
                 f"unary64 {s['u64_cps']:.0f}/s p99 {s['u64_p99']:.0f} us, CPU {s['u1_cpu_us']:.1f}/"
-                f"{s['u64_cpu_us']:.1f} us/call, stream {s['s64_mps']:.0f} msg/s, {s['sbig_mibps']:.0f} MiB/s")
+                f"{s['u64_cpu_us']:.1f} us/call, stream {s['s64_mps']:.0f} msg/s, {s['sbig_mibps']:.0f} MiB/s; "
+                f"load {s['load1_start']:.1f} -> {s['load1_end']:.1f}")
             time.sleep(0.5)
 
     med = {}
