@@ -23,6 +23,9 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     private enum Phase { case open, goingAway, closed }
     private let phase = Mutex(Phase.open)
     private var unusableReported = false
+    /// Why the connection can take no new call (on the loop): what a call that comes
+    /// too late hears.
+    private var endError: TransportError?
     /// Streams waiting for the server's limit, oldest first.
     private var waiting: [CallStreamConnection] = []
     private var waitingHead = 0
@@ -51,7 +54,7 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     /// On the loop: `stream` waits for the server's limit; the refusal if it cannot.
     func wait(_ stream: CallStreamConnection) -> TransportError? {
         guard phase.withLock({ $0 == .open }) else {
-            return TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection is going away")
+            return endError ?? TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection is going away")
         }
         guard waiting.count - waitingHead < maximumWaitingStreams else {
             return TransportError(
@@ -140,8 +143,10 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     }
 
     func h2Connection(_ connection: H2Connection, didReceiveGoAway lastStreamID: H2StreamID, code: H2ErrorCode, debugData: [UInt8]) {
+        let error = TransportError(code: .unavailable, reason: .closed, message: "the server is going away (GOAWAY \(code)) before the call's stream opened")
+        endError = error
         becameUnusable(.goingAway)
-        failWaiting(TransportError(code: .unavailable, reason: .closed, message: "the server is going away (GOAWAY \(code)) before the call's stream opened"))
+        failWaiting(error)
     }
 
     func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {}
@@ -153,7 +158,9 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     }
 
     func h2Connection(_ connection: H2Connection, didCloseWith error: TransportError?) {
+        let ended = error ?? TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection closed before the call's stream opened")
+        endError = ended
         becameUnusable(.closed)
-        failWaiting(error ?? TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection closed before the call's stream opened"))
+        failWaiting(ended)
     }
 }
