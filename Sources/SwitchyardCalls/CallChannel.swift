@@ -48,7 +48,7 @@ public final class CallChannel: Sendable {
         self.connectOptions = connectOptions
         self.monitor = monitor
         self.configuration = configuration
-        let slot = ChannelConnectionSlot(target: target, transport: transport, configuration: configuration)
+        let slot = ChannelConnectionSlot(target: target, transport: transport, connectOptions: connectOptions, configuration: configuration)
         self.slot = slot
         guard let monitor else {
             observation = nil
@@ -96,6 +96,7 @@ public final class CallChannel: Sendable {
         method: String = "", metadata: CallMetadata = CallMetadata(), options: CallConfiguration = CallConfiguration(), handler: any CallHandler
     ) async throws -> Call {
         try options.validate()
+        try configuration.validate()
         if let problem = CallMetadata.problem(method: method) {
             throw TransportError(code: .invalidArgument, reason: .invalidMetadata, message: problem)
         }
@@ -112,32 +113,25 @@ public final class CallChannel: Sendable {
         head.metadata = metadata
         if let timeout = options.timeout { head.timeout = GRPCTimeout(rounding: timeout) }
         let fields = try head.fields()
-        let connection: ChannelConnection
-        if let deadline {
-            var bounded = connectOptions
-            bounded.timeout = deadline.connectTimeout(within: connectOptions.timeout)
-            do {
-                connection = try await slot.connection(options: bounded)
-            } catch let error as TransportError where deadline.hasPassed && error.code == .deadlineExceeded {
-                throw deadline.error
-            }
-        } else {
-            connection = try await slot.connection(options: connectOptions)
-        }
-        let stream = CallStreamConnection(client: connection, requestFields: fields)
+        let lease = try await slot.connection(waitForReady: options.waitForReady, deadline: deadline)
+        let stream = CallStreamConnection(client: lease.connection, requestFields: fields)
         let call = Call(role: .client, connection: stream, options: options, method: method, metadata: metadata)
         let callObserver = self.callObserver
+        let slot = self.slot
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
             deadline?.disarm()
             callObserver.ended(call, status: status, logger: options.logger)
             self?.forget(call)
+            slot.callEnded(on: lease.id)
         }
         guard calls.insertIfOpen(call) else {
+            slot.callEnded(on: lease.id)
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
         if let refusal = suspension.refusal {
             // Suspended while connecting: the suspend may have missed this call.
             forget(call)
+            slot.callEnded(on: lease.id)
             throw refusal
         }
         call.start(handler: tracked)
@@ -178,8 +172,19 @@ public final class CallChannel: Sendable {
     /// Ends every open call and refuses new ones; the connection closes.
     public func close() {
         for call in calls.close() { call.cancel() }
-        slot.drop(with: nil) { _ in true }
+        slot.shutdown()
     }
+
+    /// Where the channel's connection stands now (gRPC's connectivity states): `idle`
+    /// until a call starts it and after ``ChannelConfiguration/idleTimeout`` without
+    /// calls, `connecting`, `ready`, `transientFailure` after an attempt failed (until the
+    /// next attempt, ``ChannelConfiguration/backoff``), `shutdown` after ``close()``.
+    public var connectivityState: ChannelConnectivityState { slot.connectivityState }
+
+    /// The channel's state now, then each change, in order (each subscriber gets its
+    /// own sequence, starting with the state at the moment it subscribed). The sequence
+    /// finishes after `shutdown`, or when the channel is deinitialized.
+    public var connectivityStates: AsyncStream<ChannelConnectivityState> { slot.connectivityStates() }
 
     private func checkOpen() throws {
         if calls.isClosed {
