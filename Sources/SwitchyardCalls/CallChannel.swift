@@ -6,7 +6,14 @@ public import Switchyard
 /// backend) when the first call starts and made again by the first call after it broke.
 ///
 /// A channel connects lazily: nothing happens until a call starts. Calls started while
-/// the connection is being made wait for it. A call to `method` carries it as the
+/// the connection is being made wait for it. Its ``connectivityState`` follows gRPC's
+/// (`ChannelConnectionStateMachine` decides, the slot drives it): after a failed attempt
+/// the channel is `transientFailure` and tries again on ``ChannelConfiguration/backoff``
+/// while a wait-for-ready call (``CallConfiguration/waitForReady``) waits, and with none
+/// waiting goes `idle` when the backoff ends (the next call starts the next attempt of
+/// the same run); a fail-fast call fails at once with the last attempt's error. After
+/// ``ChannelConfiguration/idleTimeout`` without calls the connection closes and the
+/// channel is `idle` until the next call. A call to `method` carries it as the
 /// request's `:path`: gRPC's `/package.Service/Method` as it is, any other method with a
 /// `/` before it (a server sees the method the client gave). Calls above the server's
 /// stream limit wait for a stream to end (at most
@@ -84,10 +91,15 @@ public final class CallChannel: Sendable {
     /// (`CallDeadline`), sent to the server as `grpc-timeout`: past it the call ends
     /// `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's `TransportError` (`unavailable`/`refused`, `unavailable`/
-    ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
+    ///   `name resolution`, `deadlineExceeded`/`connect timeout`, ...) for a fail-fast
+    ///   call whose attempt failed or that starts in `transientFailure`, and for every call
+    ///   when the name does not resolve (wait-for-ready ones too: DESIGN behaviour 4);
+    ///   `deadlineExceeded`/`timed out` when the call's deadline passes while it waits for
+    ///   a connection; `cancelled`/`task cancelled` when its task is cancelled then;
+    ///   `cancelled`/`shutdown` when the channel closes then; `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a `Lifecycle` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
-    ///   of range (``CallConfiguration/validate()``), before any connect; `invalidArgument`/
+    ///   of range (``CallConfiguration/validate()``, ``ChannelConfiguration/validate()``), before any connect; `invalidArgument`/
     ///   `invalid metadata` for a method name over 65,535 bytes, with a space, or with a
     ///   character that is not printable ASCII, or for metadata gRPC cannot carry (a
     ///   string value that is not printable ASCII, a key gRPC keeps for itself), before

@@ -99,7 +99,8 @@ public struct CallConfiguration: Sendable {
     /// its ``timeout`` passes (`deadlineExceeded`, reason `timed out`), its task is
     /// cancelled (`cancelled`), or the channel closes. Both fail at once when the name does
     /// not resolve (`unavailable`, reason `name resolution`: DESIGN behaviour 4). Without
-    /// a ``timeout`` a wait-for-ready call may wait for ever. A server ignores it.
+    /// a ``timeout`` a wait-for-ready call may wait for ever. A server ignores it. (Set it
+    /// on the value; the initializer keeps its parameters.)
     public var waitForReady: Bool = false
     /// Where the end of each call made with these options is logged (`call ended`, debug,
     /// see ``CallObserver``); by default nowhere.
@@ -107,10 +108,9 @@ public struct CallConfiguration: Sendable {
 
     public init(
         enableFlowControl: Bool = false, maximumMessageSize: Int = Frame.defaultMaximumMessageSize,
-        flowController: (any FlowController)? = nil, timeout: Duration? = nil, waitForReady: Bool = false,
+        flowController: (any FlowController)? = nil, timeout: Duration? = nil,
         logger: Logger = TransportConfiguration.disabledLogger
     ) {
-        self.waitForReady = waitForReady
         self.enableFlowControl = enableFlowControl
         self.maximumMessageSize = maximumMessageSize
         self.flowController = flowController

@@ -70,8 +70,10 @@ extension ConformanceScenario {
         try context.expectEqual(states[0], .idle, "a new channel's state")
 
         let recorder = CallRecorder()
-        let waiting = Task {
-            try await channel.startCall(options: CallConfiguration(timeout: waitingCallTimeout, waitForReady: true), handler: recorder)
+        var waitForReady = CallConfiguration(timeout: waitingCallTimeout)
+        waitForReady.waitForReady = true
+        let waiting = Task { [waitForReady] in
+            try await channel.startCall(options: waitForReady, handler: recorder)
         }
         defer { waiting.cancel() }
 

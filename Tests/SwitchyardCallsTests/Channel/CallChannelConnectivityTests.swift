@@ -60,8 +60,11 @@ struct CallChannelConnectivityTests {
         #expect(counting.connects == 1, "no attempt before the backoff ends")
 
         let waitStarted = ContinuousClock.now
+        var patient = CallConfiguration(timeout: .milliseconds(300))
+        patient.waitForReady = true
+        let waitForReady = patient
         let waited = await #expect(throws: TransportError.self) {
-            try await channel.startCall(options: CallConfiguration(timeout: .milliseconds(300), waitForReady: true), handler: NoHandler())
+            try await channel.startCall(options: waitForReady, handler: NoHandler())
         }
         let waitedFor = ContinuousClock.now - waitStarted
         #expect(waited?.code == .deadlineExceeded)
@@ -78,8 +81,10 @@ struct CallChannelConnectivityTests {
             target: target, transport: client,
             configuration: ChannelConfiguration(backoff: ConnectionBackoff(initial: .seconds(30), maximum: .seconds(30))))
         defer { channel.close() }
-        let waiting = Task {
-            try await channel.startCall(options: CallConfiguration(waitForReady: true), handler: NoHandler())
+        var waitForReady = CallConfiguration()
+        waitForReady.waitForReady = true
+        let waiting = Task { [waitForReady] in
+            try await channel.startCall(options: waitForReady, handler: NoHandler())
         }
         try await Self.waitUntil(seconds: 3) { channel.connectivityState == .transientFailure }
         try await Task.sleep(for: .milliseconds(50))
