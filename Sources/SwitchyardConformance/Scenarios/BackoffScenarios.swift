@@ -43,7 +43,7 @@ extension ConformanceScenario {
     /// 76. Backoff timing with a fixed seed.
     public static let backoffTimingWithFixedSeed = ConformanceScenario(
         "A channel whose target refuses connects retries on gRPC's backoff (100 ms, × 2, at most 1 s, seeded ±20 % jitter): each attempt starts on schedule (at most 300 ms late); its state goes idle, connecting, transient failure, connecting, ... ; a fail-fast call meanwhile fails at once with unavailable; a wait-for-ready call waits through the failures and succeeds once a server listens, and the channel is ready",
-        checklist: ["B1"], timeLimit: .seconds(60)
+        checklist: ["J1"], timeLimit: .seconds(60)
     ) { context in
         // A target where nothing listens: an address the server transport just let go.
         let probe = try await context.listen()
