@@ -6,7 +6,14 @@ public import Switchyard
 /// backend) when the first call starts and made again by the first call after it broke.
 ///
 /// A channel connects lazily: nothing happens until a call starts. Calls started while
-/// the connection is being made wait for it. A call to `method` carries it as the
+/// the connection is being made wait for it. Its ``connectivityState`` follows gRPC's
+/// (`ChannelConnectionStateMachine` decides, the slot drives it): after a failed attempt
+/// the channel is `transientFailure` and tries again on ``ChannelConfiguration/backoff``
+/// while a wait-for-ready call (``CallConfiguration/waitForReady``) waits, and with none
+/// waiting goes `idle` when the backoff ends (the next call starts the next attempt of
+/// the same run); a fail-fast call fails at once with the last attempt's error. After
+/// ``ChannelConfiguration/idleTimeout`` without calls the connection closes and the
+/// channel is `idle` until the next call. A call to `method` carries it as the
 /// request's `:path`: gRPC's `/package.Service/Method` as it is, any other method with a
 /// `/` before it (a server sees the method the client gave). Calls above the server's
 /// stream limit wait for a stream to end (at most
@@ -58,7 +65,7 @@ public final class CallChannel: Sendable {
         self.connectOptions = connectOptions
         self.monitor = monitor
         self.configuration = configuration
-        let slot = ChannelConnectionSlot(target: target, transport: transport, configuration: configuration)
+        let slot = ChannelConnectionSlot(target: target, transport: transport, connectOptions: connectOptions, configuration: configuration)
         self.slot = slot
         guard let monitor else {
             observation = nil
@@ -94,10 +101,15 @@ public final class CallChannel: Sendable {
     /// (`CallDeadline`), sent to the server as `grpc-timeout`: past it the call ends
     /// `deadlineExceeded`, reason `timed out`.
     /// - Throws: the connect's `TransportError` (`unavailable`/`refused`, `unavailable`/
-    ///   `name resolution`, `deadlineExceeded`, ...); `cancelled`/`closed` once the
+    ///   `name resolution`, `deadlineExceeded`/`connect timeout`, ...) for a fail-fast
+    ///   call whose attempt failed or that starts in `transientFailure`, and for every call
+    ///   when the name does not resolve (wait-for-ready ones too: DESIGN behaviour 4);
+    ///   `deadlineExceeded`/`timed out` when the call's deadline passes while it waits for
+    ///   a connection; `cancelled`/`task cancelled` when its task is cancelled then;
+    ///   `cancelled`/`shutdown` when the channel closes then; `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a `Lifecycle` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
-    ///   of range (``CallConfiguration/validate()``), before any connect; `invalidArgument`/
+    ///   of range (``CallConfiguration/validate()``, ``ChannelConfiguration/validate()``), before any connect; `invalidArgument`/
     ///   `invalid metadata` for a method name over 65,535 bytes, with a space, or with a
     ///   character that is not printable ASCII, or for metadata gRPC cannot carry (a
     ///   string value that is not printable ASCII, a key gRPC keeps for itself), before
@@ -106,6 +118,7 @@ public final class CallChannel: Sendable {
         method: String = "", metadata: CallMetadata = CallMetadata(), options: CallConfiguration = CallConfiguration(), handler: any CallHandler
     ) async throws -> Call {
         try options.validate()
+        try configuration.validate()
         if let problem = CallMetadata.problem(method: method) {
             throw TransportError(code: .invalidArgument, reason: .invalidMetadata, message: problem)
         }
@@ -122,32 +135,25 @@ public final class CallChannel: Sendable {
         head.metadata = metadata
         if let timeout = options.timeout { head.timeout = GRPCTimeout(rounding: timeout) }
         let fields = try head.fields()
-        let connection: ChannelConnection
-        if let deadline {
-            var bounded = connectOptions
-            bounded.timeout = deadline.connectTimeout(within: connectOptions.timeout)
-            do {
-                connection = try await slot.connection(options: bounded)
-            } catch let error as TransportError where deadline.hasPassed && error.code == .deadlineExceeded {
-                throw deadline.error
-            }
-        } else {
-            connection = try await slot.connection(options: connectOptions)
-        }
-        let stream = CallStreamConnection(client: connection, requestFields: fields)
+        let lease = try await slot.connection(waitForReady: options.waitForReady, deadline: deadline)
+        let stream = CallStreamConnection(client: lease.connection, requestFields: fields)
         let call = Call(role: .client, connection: stream, options: options, method: method, metadata: metadata)
         let callObserver = self.callObserver
+        let slot = self.slot
         let tracked = ForwardingCallHandler(handler) { [weak self] call, status in
             deadline?.disarm()
             callObserver.ended(call, status: status, logger: options.logger)
             self?.forget(call)
+            slot.callEnded(on: lease.id)
         }
         guard calls.insertIfOpen(call) else {
+            slot.callEnded(on: lease.id)
             throw TransportError(code: .cancelled, reason: .closed, message: "the channel to \(target) is closed")
         }
         if let refusal = suspension.refusal {
             // Suspended while connecting: the suspend may have missed this call.
             forget(call)
+            slot.callEnded(on: lease.id)
             throw refusal
         }
         call.start(handler: tracked)
@@ -188,8 +194,19 @@ public final class CallChannel: Sendable {
     /// Ends every open call and refuses new ones; the connection closes.
     public func close() {
         for call in calls.close() { call.cancel() }
-        slot.drop(with: nil) { _ in true }
+        slot.shutdown()
     }
+
+    /// Where the channel's connection stands now (gRPC's connectivity states): `idle`
+    /// until a call starts it and after ``ChannelConfiguration/idleTimeout`` without
+    /// calls, `connecting`, `ready`, `transientFailure` after an attempt failed (until the
+    /// next attempt, ``ChannelConfiguration/backoff``), `shutdown` after ``close()``.
+    public var connectivityState: ChannelConnectivityState { slot.connectivityState }
+
+    /// The channel's state now, then each change, in order (each subscriber gets its
+    /// own sequence, starting with the state at the moment it subscribed). The sequence
+    /// finishes after `shutdown`, or when the channel is deinitialized.
+    public var connectivityStates: AsyncStream<ChannelConnectivityState> { slot.connectivityStates() }
 
     private func checkOpen() throws {
         if calls.isClosed {

@@ -90,6 +90,18 @@ public struct CallConfiguration: Sendable {
     /// included); `nil` (the default) for none. A client call still open when it passes
     /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`). A server ignores it.
     public var timeout: Duration?
+    /// Whether a client call waits for the channel to be ready instead of failing while it
+    /// cannot connect (gRPC's wait-for-ready; default false, fail fast). A fail-fast call
+    /// fails at once, with the last attempt's error (`unavailable`/`refused`,
+    /// `deadlineExceeded`/`connect timeout`, ...), when the channel is in
+    /// `transientFailure` or its attempt fails; a wait-for-ready call waits through the
+    /// channel's retries (``ChannelConfiguration/backoff``) until a connection is ready,
+    /// its ``timeout`` passes (`deadlineExceeded`, reason `timed out`), its task is
+    /// cancelled (`cancelled`), or the channel closes. Both fail at once when the name does
+    /// not resolve (`unavailable`, reason `name resolution`: DESIGN behaviour 4). Without
+    /// a ``timeout`` a wait-for-ready call may wait for ever. A server ignores it. (Set it
+    /// on the value; the initializer keeps its parameters.)
+    public var waitForReady: Bool = false
     /// Where the end of each call made with these options is logged (`call ended`, debug,
     /// see ``CallObserver``); by default nowhere.
     public var logger: Logger

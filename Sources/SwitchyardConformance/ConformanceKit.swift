@@ -153,6 +153,7 @@ public enum ConformanceKit {
         .channelCallsShareOneConnection,       // 73
         .networkSwitchEndsManyCalls,           // 74
         .brokenSharedConnectionEndsCalls,      // 75
+        .backoffTimingWithFixedSeed,           // 76
     ]
 
     /// The scenario named `name`, if any.

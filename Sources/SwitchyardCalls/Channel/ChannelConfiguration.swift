@@ -1,3 +1,5 @@
+public import Switchyard
+
 /// How a ``CallChannel`` uses its connection.
 public struct ChannelConfiguration: Sendable, Hashable {
     /// Calls that may wait for the server's stream limit (`SETTINGS_MAX_CONCURRENT_STREAMS`)
@@ -9,10 +11,43 @@ public struct ChannelConfiguration: Sendable, Hashable {
     public var authority: String?
     /// The request's `:scheme`: `http`, or `https` for a transport that speaks TLS.
     public var scheme: String
+    /// How the channel spaces its attempts to connect after one failed (gRPC's connection
+    /// backoff: 1 s, then × 1.6 with ±20 % jitter up to 120 s). Each attempt may take
+    /// the larger of its backoff and ``ConnectionBackoff/minimumConnectTimeout``, but no
+    /// more than the channel's `ConnectOptions.timeout`.
+    public var backoff: ConnectionBackoff
+    /// How long the channel's connection may go without calls before the channel closes
+    /// it and goes `idle` (the next call connects again); nil: never. Default 30
+    /// minutes, gRPC's.
+    public var idleTimeout: Duration?
 
-    public init(maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http") {
+    public init(
+        maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http",
+        backoff: ConnectionBackoff = ConnectionBackoff(), idleTimeout: Duration? = .seconds(30 * 60)
+    ) {
         self.maximumWaitingCalls = maximumWaitingCalls
         self.authority = authority
         self.scheme = scheme
+        self.backoff = backoff
+        self.idleTimeout = idleTimeout
+    }
+
+    /// Checks the values; every call of a channel made with values out of range fails
+    /// with the error, before any connect.
+    /// - Throws: `invalidArgument`, reason `invalid option`: a ``backoff`` that
+    ///   ``ConnectionBackoff/validate()`` rejects, an ``idleTimeout`` that is not
+    ///   positive, a ``maximumWaitingCalls`` below 0.
+    public func validate() throws(TransportError) {
+        try backoff.validate()
+        if let idleTimeout, idleTimeout <= .zero {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid channel idleTimeout \(idleTimeout) (it must be positive; nil for never)")
+        }
+        guard maximumWaitingCalls >= 0 else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid maximumWaitingCalls \(maximumWaitingCalls) (0 or more)")
+        }
     }
 }

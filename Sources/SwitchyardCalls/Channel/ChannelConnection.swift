@@ -16,13 +16,14 @@ import SwitchyardHTTP2
 final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     let h2: H2Connection
     let maximumWaitingStreams: Int
-    /// Runs once, on the loop, when the connection can take no new call: it went away
-    /// or closed (`error` nil for a GOAWAY).
-    private let onUnusable: @Sendable (ChannelConnection) -> Void
+    /// Runs on the loop when the connection can take no new call: once when it goes away
+    /// (GOAWAY, `closed` false) and once when it closes (`closed` true; the only call if
+    /// it closes without GOAWAY).
+    private let onUnusable: @Sendable (ChannelConnection, _ closed: Bool) -> Void
 
     private enum Phase { case open, goingAway, closed }
     private let phase = Mutex(Phase.open)
-    private var unusableReported = false
+    private var unusableReported: Phase?
     /// Why the connection can take no new call (on the loop): what a call that comes
     /// too late hears.
     private var endError: TransportError?
@@ -30,7 +31,7 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     private var waiting: [CallStreamConnection] = []
     private var waitingHead = 0
 
-    init(connection: any Connection, configuration: H2Configuration, maximumWaitingStreams: Int, onUnusable: @escaping @Sendable (ChannelConnection) -> Void) {
+    init(connection: any Connection, configuration: H2Configuration, maximumWaitingStreams: Int, onUnusable: @escaping @Sendable (ChannelConnection, _ closed: Bool) -> Void) {
         self.h2 = H2Connection(connection: connection, role: .client, configuration: configuration)
         self.maximumWaitingStreams = maximumWaitingStreams
         self.onUnusable = onUnusable
@@ -130,9 +131,9 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
 
     private func becameUnusable(_ next: Phase) {
         phase.withLock { if $0 == .open || next == .closed { $0 = next } }
-        guard !unusableReported else { return }
-        unusableReported = true
-        onUnusable(self)
+        guard unusableReported != .closed, unusableReported != next else { return }
+        unusableReported = next
+        onUnusable(self, next == .closed)
     }
 
     // MARK: H2ConnectionDelegate

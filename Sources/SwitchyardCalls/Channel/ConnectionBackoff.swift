@@ -92,3 +92,20 @@ public struct ConnectionBackoff: Sendable {
         }
     }
 }
+
+/// Equality and hashing compare the numbers and ignore ``ConnectionBackoff/jitterSource``
+/// (a closure has no meaningful equality, and the source changes no rule, only the draws).
+extension ConnectionBackoff: Hashable {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.initial == rhs.initial && lhs.multiplier == rhs.multiplier && lhs.jitter == rhs.jitter
+            && lhs.maximum == rhs.maximum && lhs.minimumConnectTimeout == rhs.minimumConnectTimeout
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(initial)
+        hasher.combine(multiplier)
+        hasher.combine(jitter)
+        hasher.combine(maximum)
+        hasher.combine(minimumConnectTimeout)
+    }
+}
