@@ -88,6 +88,16 @@ package final class H2Connection: @unchecked Sendable {
     private var closed = false
     private var adapter: Adapter?
 
+    /// When bytes were last read from the peer (at start: when the connection was made).
+    /// Keepalive reads it when its timer fires, so a read costs no timer work.
+    package private(set) var lastReadAt: ContinuousClock.Instant = .now
+    /// HEADERS and DATA frames written so far: a server's keepalive enforcement forgives a
+    /// client's pings once it sent either since (gRPC's ping strikes).
+    package private(set) var headersOrDataFramesSent: UInt64 = 0
+    /// Since when no stream has been open (nil while one is): a server's maximum idle
+    /// time counts from it.
+    package private(set) var idleSince: ContinuousClock.Instant? = .now
+
     package init(connection: any Connection, role: H2Role, configuration: H2Configuration, writeHighWater: Int = 1 << 20) {
         self.connection = connection
         self.role = role
@@ -111,6 +121,9 @@ package final class H2Connection: @unchecked Sendable {
     }
 
     // MARK: streams
+
+    /// Streams open now (both directions).
+    package var openStreamCount: Int { machine.openStreamCount }
 
     /// Whether a new stream may open now (client): below the peer's stream limit, not
     /// going away.
@@ -224,6 +237,7 @@ package final class H2Connection: @unchecked Sendable {
         guard !closed, !closing else { return }
         decoder.append(bytes)
         let now = ContinuousClock.now
+        lastReadAt = now
         while !closing {
             let frame: H2Frame
             do {
@@ -316,12 +330,21 @@ package final class H2Connection: @unchecked Sendable {
         machine.takeEvents(into: &events)
         var done: [WriteCompletion] = []
         for item in outbound {
+            switch item.frame {
+            case .headers, .data: headersOrDataFramesSent &+= 1
+            default: break
+            }
             H2FrameEncoder.encode(item.frame, into: &writeBuffer)
             for token in item.writeTokens {
                 if let entry = completions.removeValue(forKey: token) { done.append(entry.completion) }
             }
         }
         outbound.removeAll(keepingCapacity: true)
+        if machine.openStreamCount == 0 {
+            if idleSince == nil { idleSince = .now }
+        } else {
+            idleSince = nil
+        }
         let closeAfter = closing
         if !writeBuffer.isEmpty {
             let completion: WriteCompletion?

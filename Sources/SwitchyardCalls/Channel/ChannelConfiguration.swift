@@ -1,3 +1,5 @@
+public import Switchyard
+
 /// How a ``CallChannel`` uses its connection.
 public struct ChannelConfiguration: Sendable, Hashable {
     /// Calls that may wait for the server's stream limit (`SETTINGS_MAX_CONCURRENT_STREAMS`)
@@ -9,10 +11,33 @@ public struct ChannelConfiguration: Sendable, Hashable {
     public var authority: String?
     /// The request's `:scheme`: `http`, or `https` for a transport that speaks TLS.
     public var scheme: String
+    /// Keepalive pings on the channel's connection (gRPC's A8); nil (the default), or a
+    /// ``Keepalive`` whose `time` is nil: none.
+    ///
+    /// With ``Keepalive/time`` set, the connection sends a PING after going that long
+    /// without reading anything (while a call is open, or always with
+    /// ``Keepalive/permitWithoutCalls``). If nothing is read within
+    /// ``Keepalive/timeout`` after it, the connection is closed and every call on it ends
+    /// `unavailable`, reason `stalled` (the message says it was keepalive); the next call
+    /// connects afresh. This finds a dead path with no data in flight, where a write
+    /// would show nothing. A server that finds the pings too frequent closes the
+    /// connection with GOAWAY `ENHANCE_YOUR_CALM`, `too_many_pings`: the channel's new
+    /// connections then ping half as often (twice the `time`), each time it happens.
+    /// The server must permit the rate (its `KeepaliveEnforcement`; gRPC servers allow
+    /// one ping per 5 minutes by default, and none without a call open).
+    public var keepalive: Keepalive?
 
-    public init(maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http") {
+    public init(maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http", keepalive: Keepalive? = nil) {
         self.maximumWaitingCalls = maximumWaitingCalls
         self.authority = authority
         self.scheme = scheme
+        self.keepalive = keepalive
+    }
+
+    /// Checks the values.
+    /// - Throws: `invalidArgument`, reason `invalid option`, for a keepalive out of range
+    ///   (``Keepalive/validate()``).
+    public func validate() throws(TransportError) {
+        try keepalive?.validate()
     }
 }

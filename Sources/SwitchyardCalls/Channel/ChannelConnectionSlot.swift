@@ -12,6 +12,8 @@ final class ChannelConnectionSlot: Sendable {
     let configuration: ChannelConfiguration
     /// The request head every call starts from: scheme and authority.
     let requestHead: GRPCRequestHead
+    /// The keepalive of the channel's connections (nil: none).
+    let keepalive: ChannelKeepalive?
 
     private struct State {
         var current: ChannelConnection?
@@ -23,6 +25,7 @@ final class ChannelConnectionSlot: Sendable {
         self.target = target
         self.transport = transport
         self.configuration = configuration
+        self.keepalive = configuration.keepalive.map(ChannelKeepalive.init)
         let authority = configuration.authority ?? (target.path != nil ? "localhost" : target.description)
         self.requestHead = GRPCRequestHead(scheme: configuration.scheme, path: "/", authority: authority, acceptEncodings: [])
     }
@@ -48,7 +51,7 @@ final class ChannelConnectionSlot: Sendable {
             let connection = try await transport.connect(to: target, options: options)
             made = ChannelConnection(
                 connection: connection, configuration: H2Configuration(),
-                maximumWaitingStreams: configuration.maximumWaitingCalls
+                maximumWaitingStreams: configuration.maximumWaitingCalls, keepalive: keepalive
             ) { [weak self] unusable in
                 self?.forget(unusable)
             }
