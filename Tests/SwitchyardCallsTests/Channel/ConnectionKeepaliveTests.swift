@@ -86,6 +86,35 @@ struct ConnectionKeepaliveTests {
         await transport.shutdownNow()
     }
 
+    @Test("a server's own keepalive closes a client's connection whose PING goes unanswered, and keeps one that answers")
+    func serverKeepalive() async throws {
+        let (client, transport) = try transports()
+        let keepalive = Keepalive(time: .milliseconds(100), timeout: .milliseconds(100), permitWithoutCalls: true)
+        let server = try await echoServer(on: transport, CallServerConfiguration(keepalive: keepalive))
+        // A client that sends HTTP/2's preface and an empty SETTINGS, then nothing: it
+        // reads what the server sends and answers none of it.
+        let raw = AsyncConnection(try await client.connect(to: server.localAddress))
+        try await raw.write(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0])
+        let since = ContinuousClock.now
+        try await waitUntil(.seconds(1), "the server has the raw connection") { server.connections.count == 1 }
+        try await waitUntil(.seconds(5), "the server closed the silent client's connection") { server.connections.count == 0 }
+        let elapsed = ContinuousClock.now - since
+        #expect(elapsed >= .milliseconds(150), "closed after \(elapsed), before time + timeout")
+        raw.close()
+
+        // A channel answers the pings: its connection stays, idle, and serves a call later.
+        let channel = CallChannel(target: server.localAddress, transport: client)
+        #expect(try await echo(on: channel).isOK)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(server.connections.count == 1)
+        #expect(try await echo(on: channel).isOK)
+        #expect(server.connections.count == 1)
+        channel.close()
+        server.closeNow()
+        await client.shutdownNow()
+        await transport.shutdownNow()
+    }
+
     @Test("a server with a maximum idle time sends GOAWAY that long after the last call ended, and the channel's next call connects again")
     func maximumIdle() async throws {
         let (client, transport) = try transports()
