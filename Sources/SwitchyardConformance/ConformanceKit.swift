@@ -153,6 +153,8 @@ public enum ConformanceKit {
         .channelCallsShareOneConnection,       // 73
         .networkSwitchEndsManyCalls,           // 74
         .brokenSharedConnectionEndsCalls,      // 75
+        .keepaliveFindsBlackHole,              // 76
+        .goAwayDrainsCalls,                    // 77
     ]
 
     /// The scenario named `name`, if any.
