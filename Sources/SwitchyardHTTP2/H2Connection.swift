@@ -87,6 +87,9 @@ package final class H2Connection: @unchecked Sendable {
     private var closingError: TransportError?
     private var closed = false
     private var adapter: Adapter?
+    /// The peer's GOAWAY when it carried an error (`ENHANCE_YOUR_CALM` and
+    /// `too_many_pings`, say): said again when the peer then closes the connection.
+    private var peerGoAwayError: String?
 
     /// When bytes were last read from the peer (at start: when the connection was made).
     /// Keepalive reads it when its timer fires, so a read costs no timer work.
@@ -304,6 +307,10 @@ package final class H2Connection: @unchecked Sendable {
             case .pingReceived(let payload):
                 delegate?.h2Connection(self, didReceivePing: payload)
             case .goAwayReceived(let last, let code, let debug):
+                if code != .noError {
+                    let text = String(decoding: debug.prefix(128), as: UTF8.self)
+                    peerGoAwayError = debug.isEmpty ? "\(code)" : "\(code), \"\(text)\""
+                }
                 delegate?.h2Connection(self, didReceiveGoAway: last, code: code, debugData: debug)
             case .remoteSettingsChanged(let settings):
                 delegate?.h2ConnectionSettingsChanged(self, settings: settings)
@@ -386,7 +393,8 @@ package final class H2Connection: @unchecked Sendable {
     }
 
     fileprivate func didReadEnd() {
-        close(with: TransportError(code: .unavailable, reason: .closed, message: "the peer closed the HTTP/2 connection"))
+        let after = peerGoAwayError.map { " after GOAWAY \($0)" } ?? ""
+        close(with: TransportError(code: .unavailable, reason: .closed, message: "the peer closed the HTTP/2 connection\(after)"))
     }
 
     fileprivate func didClose(_ error: TransportError?) {

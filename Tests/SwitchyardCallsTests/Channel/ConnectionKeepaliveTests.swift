@@ -67,6 +67,23 @@ struct ConnectionKeepaliveTests {
         await transport.shutdownNow()
     }
 
+    @Test("a call open on a connection struck out for too many pings ends unavailable, saying so")
+    func struckOutCallHearsWhy() async throws {
+        let (client, transport) = try transports()
+        let server = try await echoServer(on: transport)
+        let keepalive = Keepalive(time: .milliseconds(100), timeout: .seconds(1))
+        let channel = CallChannel(target: server.localAddress, transport: client, configuration: ChannelConfiguration(keepalive: keepalive))
+        // An idle call: the server sends nothing, so every ping after the first strikes.
+        let ended = try await within(.seconds(5)) { try await channel.withCall { call in await call.status() } }
+        #expect(ended.error?.code == .unavailable, "\(ended)")
+        #expect(ended.error?.message.contains("too_many_pings") == true, "\(ended)")
+        #expect(channel.slot.keepalive?.keepalive.time == .milliseconds(200))
+        channel.close()
+        server.closeNow()
+        await client.shutdownNow()
+        await transport.shutdownNow()
+    }
+
     @Test("pings at a rate the server permits keep the connection, without calls too")
     func permittedPings() async throws {
         let (client, transport) = try transports()
