@@ -109,7 +109,8 @@ public final class CallChannel: Sendable {
     ///   `cancelled`/`shutdown` when the channel closes then; `cancelled`/`closed` once the
     ///   channel is closed; `unavailable`/`suspended` while a `Lifecycle` it is
     ///   registered with is suspended; `invalidArgument`/`invalid option` for options out
-    ///   of range (``CallConfiguration/validate()``, ``ChannelConfiguration/validate()``), before any connect; `invalidArgument`/
+    ///   of range (``CallConfiguration/validate()``, ``ChannelConfiguration/validate()``),
+    ///   before any connect; `invalidArgument`/
     ///   `invalid metadata` for a method name over 65,535 bytes, with a space, or with a
     ///   character that is not printable ASCII, or for metadata gRPC cannot carry (a
     ///   string value that is not printable ASCII, a key gRPC keeps for itself), before

@@ -13,30 +13,37 @@ extension CallServer {
     /// - Throws: what `Lifecycle/listen(on:using:options:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        configuration: CallServerConfiguration = CallServerConfiguration(),
         lifecycle: Lifecycle, policy: SuspendPolicy,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
-        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .handler(makeHandler))
+        try await start(
+            transport: transport, on: endpoint, options: options, configuration: configuration, lifecycle: lifecycle, policy: policy,
+            serving: .handler(makeHandler))
     }
 
-    /// Listens as ``start(transport:on:options:lifecycle:policy:makeHandler:)`` does; each
+    /// Listens as ``start(transport:on:options:configuration:lifecycle:policy:makeHandler:)`` does; each
     /// call runs `serve` on the call's event loop, as in
-    /// ``start(transport:on:options:serve:)``.
+    /// ``start(transport:on:options:configuration:serve:)``.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        configuration: CallServerConfiguration = CallServerConfiguration(),
         lifecycle: Lifecycle, policy: SuspendPolicy,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
-        try await start(transport: transport, on: endpoint, options: options, lifecycle: lifecycle, policy: policy, serving: .task(serve))
+        try await start(
+            transport: transport, on: endpoint, options: options, configuration: configuration, lifecycle: lifecycle, policy: policy,
+            serving: .task(serve))
     }
 
     private static func start(
-        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration, lifecycle: Lifecycle,
-        policy: SuspendPolicy, serving: Serving
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration, configuration: CallServerConfiguration,
+        lifecycle: Lifecycle, policy: SuspendPolicy, serving: Serving
     ) async throws -> CallServer {
         try options.validate()
+        try configuration.validate()
         let listener = try await lifecycle.listen(on: endpoint, using: transport)
-        let server = CallServer(listener: listener, options: options, serving: serving)
+        let server = CallServer(listener: listener, options: options, configuration: configuration, serving: serving)
         lifecycle.add(CallServerParticipant(server, policy: policy, listener: listener))
         return server
     }

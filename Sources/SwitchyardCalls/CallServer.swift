@@ -12,7 +12,7 @@ import SwitchyardHTTP2
 ///
 /// ## Lifetime
 ///
-/// - A server serves from the moment ``start(transport:on:options:makeHandler:)`` (or a
+/// - A server serves from the moment ``start(transport:on:options:configuration:makeHandler:)`` (or a
 ///   sibling) returns.
 /// - ``close()`` stops accepting at once: the listener closes, so a new connect is
 ///   refused, and a connection the listener had accepted but not yet handed over is
@@ -20,7 +20,7 @@ import SwitchyardHTTP2
 ///   refused, and it closes once its calls ended.
 /// - ``closeNow()`` does the same, then closes every connection and ends every open
 ///   call at once with `cancelled`, reason `call cancelled` (the client's call ends
-///   `unavailable`: its connection closed), and cancels the task of every call that ``start(transport:on:options:serve:)``
+///   `unavailable`: its connection closed), and cancels the task of every call that ``start(transport:on:options:configuration:serve:)``
 ///   runs (so `serve`'s own awaits see the cancellation too).
 /// - ``serve()`` waits for the end: it returns once the server was closed, every call
 ///   ended and every `serve` task returned, so nothing of the server outlives it. If the
@@ -49,7 +49,11 @@ public final class CallServer: Sendable {
         case task(@Sendable (AsyncCall) async throws -> CallStatus)
     }
 
-    init(listener: any Listener, options: CallConfiguration, serving: Serving) {
+    /// How the server manages its clients' connections.
+    public let configuration: CallServerConfiguration
+
+    init(listener: any Listener, options: CallConfiguration, configuration: CallServerConfiguration, serving: Serving) {
+        self.configuration = configuration
         self.listener = listener
         self.localAddress = listener.localAddress
         let calls = CallSet()
@@ -65,10 +69,12 @@ public final class CallServer: Sendable {
                 connection.close()
                 return
             }
-            let server = ServerConnection(connection: connection, configuration: H2Configuration()) { stream in
+            let server = ServerConnection(connection: connection, configuration: H2Configuration(), settings: configuration) { stream in
                 let call = Call(role: .server, connection: stream, options: options)
                 guard calls.insertIfOpen(call) else {
-                    stream.reset()
+                    // The server closed (its GOAWAY may not have reached the client yet):
+                    // refused, so the client knows the call was not processed.
+                    stream.refuse()
                     return
                 }
                 // The handler is made once the client's headers are read, so that it
@@ -101,27 +107,36 @@ public final class CallServer: Sendable {
     }
 
     /// Listens on `endpoint` with `transport`; each call's events go to the handler
-    /// `makeHandler` returns for it.
+    /// `makeHandler` returns for it. `options` apply to each call, `configuration` to
+    /// each client's connection (keepalive, maximum age and idle time).
+    /// - Throws: `invalidArgument`, reason `invalid option`, for options or a
+    ///   configuration out of range (``CallServerConfiguration/validate()``); what the
+    ///   transport's `listen(on:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        configuration: CallServerConfiguration = CallServerConfiguration(),
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
         try options.validate()
+        try configuration.validate()
         let listener = try await transport.listen(on: endpoint)
-        return CallServer(listener: listener, options: options, serving: .handler(makeHandler))
+        return CallServer(listener: listener, options: options, configuration: configuration, serving: .handler(makeHandler))
     }
 
     /// Listens on `endpoint`; each call runs `serve` in a task of its own on the call's
     /// event loop (its task executor). The call ends with the status `serve` returns, or
     /// with the `TransportError` it throws (any other error ends it with `unknown`).
-    /// The tasks belong to the server: see Lifetime above.
+    /// The tasks belong to the server: see Lifetime above. `configuration` applies to
+    /// each client's connection, as in ``start(transport:on:options:configuration:makeHandler:)``.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        configuration: CallServerConfiguration = CallServerConfiguration(),
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
         try options.validate()
+        try configuration.validate()
         let listener = try await transport.listen(on: endpoint)
-        return CallServer(listener: listener, options: options, serving: .task(serve))
+        return CallServer(listener: listener, options: options, configuration: configuration, serving: .task(serve))
     }
 
     /// One call's task: runs `serve` and ends the call with what it gave.

@@ -154,6 +154,8 @@ public enum ConformanceKit {
         .networkSwitchEndsManyCalls,           // 74
         .brokenSharedConnectionEndsCalls,      // 75
         .backoffTimingWithFixedSeed,           // 76
+        .keepaliveFindsBlackHole,              // 77
+        .goAwayDrainsCalls,                    // 78
     ]
 
     /// The scenario named `name`, if any.

@@ -87,6 +87,19 @@ package final class H2Connection: @unchecked Sendable {
     private var closingError: TransportError?
     private var closed = false
     private var adapter: Adapter?
+    /// The peer's GOAWAY when it carried an error (`ENHANCE_YOUR_CALM` and
+    /// `too_many_pings`, say): said again when the peer then closes the connection.
+    private var peerGoAwayError: String?
+
+    /// When bytes were last read from the peer (at start: when the connection was made).
+    /// Keepalive reads it when its timer fires, so a read costs no timer work.
+    package private(set) var lastReadAt: ContinuousClock.Instant = .now
+    /// HEADERS and DATA frames written so far: a server's keepalive enforcement forgives a
+    /// client's pings once it sent either since (gRPC's ping strikes).
+    package private(set) var headersOrDataFramesSent: UInt64 = 0
+    /// Since when no stream has been open (nil while one is): a server's maximum idle
+    /// time counts from it.
+    package private(set) var idleSince: ContinuousClock.Instant? = .now
 
     package init(connection: any Connection, role: H2Role, configuration: H2Configuration, writeHighWater: Int = 1 << 20) {
         self.connection = connection
@@ -112,6 +125,9 @@ package final class H2Connection: @unchecked Sendable {
     }
 
     // MARK: streams
+
+    /// Streams open now (both directions).
+    package var openStreamCount: Int { machine.openStreamCount }
 
     /// Whether a new stream may open now (client): below the peer's stream limit, not
     /// going away.
@@ -225,6 +241,7 @@ package final class H2Connection: @unchecked Sendable {
         guard !closed, !closing else { return }
         decoder.append(bytes)
         let now = ContinuousClock.now
+        lastReadAt = now
         while !closing {
             let frame: H2Frame
             do {
@@ -291,6 +308,10 @@ package final class H2Connection: @unchecked Sendable {
             case .pingReceived(let payload):
                 delegate?.h2Connection(self, didReceivePing: payload)
             case .goAwayReceived(let last, let code, let debug):
+                if code != .noError {
+                    let text = String(decoding: debug.prefix(128), as: UTF8.self)
+                    peerGoAwayError = debug.isEmpty ? "\(code)" : "\(code), \"\(text)\""
+                }
                 delegate?.h2Connection(self, didReceiveGoAway: last, code: code, debugData: debug)
             case .remoteSettingsChanged(let settings):
                 delegate?.h2ConnectionSettingsChanged(self, settings: settings)
@@ -317,12 +338,21 @@ package final class H2Connection: @unchecked Sendable {
         machine.takeEvents(into: &events)
         var done: [WriteCompletion] = []
         for item in outbound {
+            switch item.frame {
+            case .headers, .data: headersOrDataFramesSent &+= 1
+            default: break
+            }
             H2FrameEncoder.encode(item.frame, into: &writeBuffer)
             for token in item.writeTokens {
                 if let entry = completions.removeValue(forKey: token) { done.append(entry.completion) }
             }
         }
         outbound.removeAll(keepingCapacity: true)
+        if machine.openStreamCount == 0 {
+            if idleSince == nil { idleSince = .now }
+        } else {
+            idleSince = nil
+        }
         let closeAfter = closing
         if !writeBuffer.isEmpty {
             let completion: WriteCompletion?
@@ -364,7 +394,8 @@ package final class H2Connection: @unchecked Sendable {
     }
 
     fileprivate func didReadEnd() {
-        close(with: TransportError(code: .unavailable, reason: .closed, message: "the peer closed the HTTP/2 connection"))
+        let after = peerGoAwayError.map { " after GOAWAY \($0)" } ?? ""
+        close(with: TransportError(code: .unavailable, reason: .closed, message: "the peer closed the HTTP/2 connection\(after)"))
     }
 
     fileprivate func didClose(_ error: TransportError?) {

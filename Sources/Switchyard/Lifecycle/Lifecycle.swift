@@ -58,7 +58,7 @@ import Synchronization
 ///   resume ends a new call fails at once with the same error, without connecting.
 ///   After resume the next call connects afresh.
 /// - **Call servers** started with a lifecycle
-///   (SwitchyardCalls' `CallServer.start(transport:on:options:lifecycle:policy:makeHandler:)`) listen on a
+///   (SwitchyardCalls' `CallServer.start(transport:on:options:configuration:lifecycle:policy:makeHandler:)`) listen on a
 ///   ``SuspendableListener``; under `.close` their open calls end with `unavailable`,
 ///   reason `suspended` (the peer sees its connection reset), under `.keep` they go on.
 /// - **Registrations** end with ``LifecycleRegistration/cancel()`` (the lifecycle stops

@@ -213,6 +213,13 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         onLoop { self.end(code: .cancel) }
     }
 
+    /// Server: refuses the stream before any handler saw it (RST_STREAM REFUSED_STREAM):
+    /// the client's call ends `unavailable`, reason `stream refused`, which says nothing
+    /// was processed and a retry is safe.
+    func refuse() {
+        onLoop { self.end(code: .refusedStream) }
+    }
+
     // MARK: out
 
     private func onLoop(_ work: @escaping @Sendable () -> Void) {

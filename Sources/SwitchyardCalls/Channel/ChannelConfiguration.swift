@@ -21,24 +21,43 @@ public struct ChannelConfiguration: Sendable, Hashable {
     /// minutes, gRPC's.
     public var idleTimeout: Duration?
 
+    /// Keepalive pings on the channel's connection (gRPC's A8); nil (the default), or a
+    /// ``Keepalive`` whose `time` is nil: none.
+    ///
+    /// With ``Keepalive/time`` set, the connection sends a PING after going that long
+    /// without reading anything (while a call is open, or always with
+    /// ``Keepalive/permitWithoutCalls``). If nothing is read within
+    /// ``Keepalive/timeout`` after it, the connection is closed and every call on it ends
+    /// `unavailable`, reason `stalled` (the message says it was keepalive); the next call
+    /// connects afresh. This finds a dead path with no data in flight, where a write
+    /// would show nothing. A server that finds the pings too frequent closes the
+    /// connection with GOAWAY `ENHANCE_YOUR_CALM`, `too_many_pings`: the channel's new
+    /// connections then ping half as often (twice the `time`), each time it happens.
+    /// The server must permit the rate (its `KeepaliveEnforcement`; gRPC servers allow
+    /// one ping per 5 minutes by default, and none without a call open).
+    public var keepalive: Keepalive?
+
     public init(
         maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http",
-        backoff: ConnectionBackoff = ConnectionBackoff(), idleTimeout: Duration? = .seconds(30 * 60)
+        backoff: ConnectionBackoff = ConnectionBackoff(), idleTimeout: Duration? = .seconds(30 * 60), keepalive: Keepalive? = nil
     ) {
         self.maximumWaitingCalls = maximumWaitingCalls
         self.authority = authority
         self.scheme = scheme
         self.backoff = backoff
         self.idleTimeout = idleTimeout
+        self.keepalive = keepalive
     }
 
     /// Checks the values; every call of a channel made with values out of range fails
     /// with the error, before any connect.
     /// - Throws: `invalidArgument`, reason `invalid option`: a ``backoff`` that
     ///   ``ConnectionBackoff/validate()`` rejects, an ``idleTimeout`` that is not
-    ///   positive, a ``maximumWaitingCalls`` below 0.
+    ///   positive, a ``maximumWaitingCalls`` below 0, a ``keepalive`` out of range
+    ///   (``Keepalive/validate()``).
     public func validate() throws(TransportError) {
         try backoff.validate()
+        try keepalive?.validate()
         if let idleTimeout, idleTimeout <= .zero {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,

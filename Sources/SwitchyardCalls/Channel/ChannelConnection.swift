@@ -6,6 +6,12 @@ import SwitchyardHTTP2
 /// A channel's HTTP/2 connection: every call of the channel is a stream on it, until it
 /// breaks, goes away (GOAWAY) or the network under it changes.
 ///
+/// With the channel's keepalive (``ChannelConfiguration/keepalive``), the connection
+/// pings when it has read nothing for the keepalive time (``ConnectionKeepalive``), and
+/// closes when a PING goes unanswered: its calls end `unavailable`, reason `stalled`.
+/// A GOAWAY `ENHANCE_YOUR_CALM` with `too_many_pings` doubles the channel's keepalive
+/// time for its next connections (``ChannelKeepalive``).
+///
 /// Calls above the server's stream limit (`SETTINGS_MAX_CONCURRENT_STREAMS`) wait, in
 /// order, and open as streams end; at most ``maximumWaitingStreams`` wait, and a call
 /// beyond that ends at once with `resourceExhausted`. When the connection goes away or
@@ -30,10 +36,18 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     /// Streams waiting for the server's limit, oldest first.
     private var waiting: [CallStreamConnection] = []
     private var waitingHead = 0
+    /// The channel's keepalive, shared by its connections (nil: none).
+    private let channelKeepalive: ChannelKeepalive?
+    /// This connection's pings, from ``start()`` while a keepalive time is set.
+    private var keepalive: ConnectionKeepalive?
 
-    init(connection: any Connection, configuration: H2Configuration, maximumWaitingStreams: Int, onUnusable: @escaping @Sendable (ChannelConnection, _ closed: Bool) -> Void) {
+    init(
+        connection: any Connection, configuration: H2Configuration, maximumWaitingStreams: Int,
+        keepalive: ChannelKeepalive? = nil, onUnusable: @escaping @Sendable (ChannelConnection, _ closed: Bool) -> Void
+    ) {
         self.h2 = H2Connection(connection: connection, role: .client, configuration: configuration)
         self.maximumWaitingStreams = maximumWaitingStreams
+        self.channelKeepalive = keepalive
         self.onUnusable = onUnusable
     }
 
@@ -42,9 +56,27 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
 
     /// Sends the preface and starts reading; on any thread.
     func start() {
-        let work: @Sendable () -> Void = { self.h2.start(delegate: self) }
+        let work: @Sendable () -> Void = {
+            self.h2.start(delegate: self)
+            self.startKeepalive()
+        }
         if eventLoop.inEventLoop { work() } else { eventLoop.execute(work) }
     }
+
+    /// On the loop: pings, if the channel has a keepalive time.
+    private func startKeepalive() {
+        guard let settings = channelKeepalive?.keepalive, settings.time != nil, unusableReported == nil else { return }
+        let keepalive = ConnectionKeepalive(h2: h2, keepalive: settings) { [unowned self] in
+            openStreams + waiting.count - waitingHead
+        } onDead: { [unowned self] error in
+            h2.close(with: error)
+        }
+        self.keepalive = keepalive
+        keepalive.start()
+    }
+
+    /// The time between this connection's keepalive pings (nil: none); on the loop.
+    var keepaliveTime: Duration? { keepalive?.time }
 
     /// Whether a new call may use this connection.
     var isUsable: Bool { phase.withLock { $0 == .open } }
@@ -146,13 +178,20 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     func h2Connection(_ connection: H2Connection, didReceiveGoAway lastStreamID: H2StreamID, code: H2ErrorCode, debugData: [UInt8]) {
         let error = TransportError(code: .unavailable, reason: .closed, message: "the server is going away (GOAWAY \(code)) before the call's stream opened")
         endError = error
+        if code == .enhanceYourCalm, debugData == KeepaliveEnforcement.tooManyPings, let keepalive, let time = keepalive.time {
+            // gRPC's A8: the server found the pings too frequent; ping half as often.
+            channelKeepalive?.peerSaidTooManyPings(toConnectionPingingEvery: time)
+            keepalive.peerSaidTooManyPings()
+        }
         becameUnusable(.goingAway)
         failWaiting(error)
     }
 
     func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {}
 
-    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64) {}
+    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64) {
+        keepalive?.pingAcknowledged(payload)
+    }
 
     func h2ConnectionSettingsChanged(_ connection: H2Connection, settings: H2Settings) {
         openWaiting()
@@ -161,6 +200,8 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
     func h2Connection(_ connection: H2Connection, didCloseWith error: TransportError?) {
         let ended = error ?? TransportError(code: .unavailable, reason: .closed, message: "the channel's HTTP/2 connection closed before the call's stream opened")
         endError = ended
+        keepalive?.stop()
+        keepalive = nil
         becameUnusable(.closed)
         failWaiting(ended)
     }

@@ -22,6 +22,8 @@ final class ChannelConnectionSlot: Sendable {
     let connectOptions: ConnectOptions
     /// The request head every call starts from: scheme and authority.
     let requestHead: GRPCRequestHead
+    /// The keepalive of the channel's connections (nil: none).
+    let keepalive: ChannelKeepalive?
 
     /// A connection handed to a call; the call gives it back with ``callEnded(on:)``.
     struct Lease: Sendable {
@@ -70,6 +72,7 @@ final class ChannelConnectionSlot: Sendable {
         self.transport = transport
         self.connectOptions = connectOptions
         self.configuration = configuration
+        self.keepalive = configuration.keepalive.map(ChannelKeepalive.init)
         let authority = configuration.authority ?? (target.path != nil ? "localhost" : target.description)
         self.requestHead = GRPCRequestHead(scheme: configuration.scheme, path: "/", authority: authority, acceptEncodings: [])
         self.state = Mutex(State(machine: Machine(backoff: configuration.backoff, idleTimeout: configuration.idleTimeout)))
@@ -176,7 +179,7 @@ final class ChannelConnectionSlot: Sendable {
             state.attempts.removeValue(forKey: attempt)
             let made = ChannelConnection(
                 connection: connection, configuration: H2Configuration(),
-                maximumWaitingStreams: configuration.maximumWaitingCalls
+                maximumWaitingStreams: configuration.maximumWaitingCalls, keepalive: keepalive
             ) { [weak self] connection, closed in
                 self?.connection(attempt, becameUnusable: closed)
             }

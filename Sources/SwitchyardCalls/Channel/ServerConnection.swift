@@ -11,6 +11,14 @@ import SwitchyardHTTP2
 /// not read) is answered at once, before any handler, as gRPC's PROTOCOL-HTTP2 says
 /// (``GRPCRequestRejection``), and the connection goes on.
 ///
+/// The server's ``CallServerConfiguration`` applies to each connection:
+/// - Keepalive enforcement: each PING from the client goes through ``PingStrikes``
+///   (forgiven once the server sent HEADERS or DATA since the previous one); past the
+///   strikes the connection ends with GOAWAY `ENHANCE_YOUR_CALM`, `too_many_pings`.
+/// - The server's own keepalive pings (``ConnectionKeepalive``), if configured.
+/// - Maximum idle time and age (``ServerConnectionLifetime``): a graceful GOAWAY, and a
+///   close once the grace is over.
+///
 /// Safety of `@unchecked Sendable`: the delegate runs on the connection's loop; what
 /// other threads touch goes through ``H2Connection``'s hops or the `Mutex`.
 final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
@@ -18,19 +26,86 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
     /// Makes the call for a stream (the server's bookkeeping and handler); on the loop.
     private let makeCall: @Sendable (CallStreamConnection) -> Void
     private let onClose: @Sendable (ServerConnection) -> Void
+    private let settings: CallServerConfiguration
+    private let pingTimeout: Duration
+
+    // On the loop:
+    private var strikes: PingStrikes
+    /// `H2Connection/headersOrDataFramesSent` when the last PING came.
+    private var framesSentAtLastPing: UInt64 = 0
+    private var keepalive: ConnectionKeepalive?
+    private var lifetime: ServerConnectionLifetime?
+    private var lifetimeTimer: ConnectionTimer?
+    private var closed = false
 
     init(
-        connection: any Connection, configuration: H2Configuration,
+        connection: any Connection, configuration: H2Configuration, settings: CallServerConfiguration = CallServerConfiguration(),
         makeCall: @escaping @Sendable (CallStreamConnection) -> Void,
         onClose: @escaping @Sendable (ServerConnection) -> Void
     ) {
         self.h2 = H2Connection(connection: connection, role: .server, configuration: configuration)
+        self.settings = settings
+        self.pingTimeout = configuration.gracefulShutdownPingTimeout
+        self.strikes = PingStrikes(settings.keepaliveEnforcement)
         self.makeCall = makeCall
         self.onClose = onClose
     }
 
     func start() {
-        onLoop { self.h2.start(delegate: self) }
+        onLoop {
+            self.h2.start(delegate: self)
+            guard !self.closed else { return }
+            self.startKeepalive()
+            self.startLifetime()
+        }
+    }
+
+    /// On the loop: the server's own pings, if configured.
+    private func startKeepalive() {
+        guard let settings = settings.keepalive, settings.time != nil else { return }
+        let keepalive = ConnectionKeepalive(h2: h2, keepalive: settings) { [unowned self] in
+            h2.openStreamCount
+        } onDead: { [unowned self] error in
+            h2.close(with: error)
+        }
+        self.keepalive = keepalive
+        keepalive.start()
+    }
+
+    /// On the loop: the maximum idle time and age, if configured.
+    private func startLifetime() {
+        // A9: jitter of up to 10 % either way, so that connections made together do
+        // not all go away together.
+        let age = settings.maximumConnectionAge.map { $0 * Double.random(in: 0.9...1.1) }
+        let lifetime = ServerConnectionLifetime(
+            maximumIdle: settings.maximumConnectionIdle, maximumAge: age, grace: settings.maximumConnectionAgeGrace,
+            pingTimeout: pingTimeout, opened: .now)
+        guard lifetime.isActive else { return }
+        self.lifetime = lifetime
+        lifetimeTimer = ConnectionTimer(on: h2.eventLoop) { [weak self] in self?.checkLifetime() }
+        checkLifetime()
+    }
+
+    private func checkLifetime() {
+        guard !closed, var lifetime else { return }
+        let action = lifetime.check(now: .now, idleSince: h2.idleSince)
+        self.lifetime = lifetime
+        let next: ContinuousClock.Instant?
+        switch action {
+        case .wait(let until):
+            next = until
+        case .goAway(_, let until), .finishGoAway(let until):
+            // Graceful: open calls go on; the connection closes once none is left. A
+            // second call ends the PING round trip if it timed out.
+            next = until
+            h2.beginGracefulShutdown()
+        case .close:
+            next = nil
+            h2.close(with: TransportError(
+                code: .unavailable, reason: .closed,
+                message: "the connection's maximum age grace (\(settings.maximumConnectionAgeGrace ?? .zero)) passed after its GOAWAY"))
+        }
+        if let next, !closed { lifetimeTimer?.arm(at: next) }
     }
 
     /// GOAWAY: calls open go on, new streams are refused; closes once none is left.
@@ -66,13 +141,29 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
 
     func h2Connection(_ connection: H2Connection, didReceiveGoAway lastStreamID: H2StreamID, code: H2ErrorCode, debugData: [UInt8]) {}
 
-    func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {}
+    func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {
+        let sent = connection.headersOrDataFramesSent
+        if sent != framesSentAtLastPing {
+            framesSentAtLastPing = sent
+            strikes.didSendHeadersOrData()
+        }
+        guard strikes.pingReceived(now: .now, openCalls: connection.openStreamCount) else { return }
+        // gRPC's A8: the debug data gRPC clients recognise, and back off on.
+        connection.abort(.enhanceYourCalm, message: String(decoding: KeepaliveEnforcement.tooManyPings, as: UTF8.self))
+    }
 
-    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64) {}
+    func h2Connection(_ connection: H2Connection, didAcknowledgePing payload: UInt64) {
+        keepalive?.pingAcknowledged(payload)
+    }
 
     func h2ConnectionSettingsChanged(_ connection: H2Connection, settings: H2Settings) {}
 
     func h2Connection(_ connection: H2Connection, didCloseWith error: TransportError?) {
+        closed = true
+        keepalive?.stop()
+        keepalive = nil
+        lifetimeTimer?.cancel()
+        lifetimeTimer = nil
         onClose(self)
     }
 }

@@ -299,6 +299,12 @@ final class FaultNetwork: Sendable {
         try nft(["add", "rule", "inet", "sykit", "out", "tcp", "sport", "\(port)", "drop"])
     }
 
+    /// Lets packets through again: removes the rules ``blackHole(port:)`` and
+    /// ``injectReset(port:)`` added in the server's namespace.
+    func liftBlackHole() throws {
+        try nft(["delete", "table", "inet", "sykit"])
+    }
+
     /// Answers every packet to TCP `port` in the server's namespace with a reset.
     func injectReset(port: Int) throws {
         try addTable()

@@ -142,10 +142,11 @@ extension ConformanceContext {
     ///
     /// `clientSettings` changes the client transport's configuration (the server's stays
     /// as it is); a client backend that refuses the change with `invalidArgument` skips
-    /// the scenario with its message.
+    /// the scenario with its message. `serverConfiguration` is the call server's.
     func withFaultNetwork(
         _ layout: FaultNetwork.Layout = .direct, family: FaultNetwork.Family = .ipv4,
         clientSettings: @escaping @Sendable (inout TransportConfiguration) -> Void = { _ in },
+        serverConfiguration: CallServerConfiguration = CallServerConfiguration(),
         _ body: @escaping @Sendable (FaultRig) async throws -> Void
     ) async throws {
         guard let clientBackend = clientTransportBackend, let serverBackend = serverTransportBackend else {
@@ -183,7 +184,7 @@ extension ConformanceContext {
             let held = Collected<Int>()
             let address = network.serverAddress
             let started = try await step("starting a call server in the server's namespace", seconds: 10) {
-                try await CallServer.start(transport: server, on: Endpoint(host: address, port: 0)) { call in
+                try await CallServer.start(transport: server, on: Endpoint(host: address, port: 0), configuration: serverConfiguration) { call in
                     for try await message in call.messages {
                         if message == holdRequest {
                             held.append(1)
