@@ -586,7 +586,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ExamplesTests",
-            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
+            dependencies: [
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                // GracefulShutdownTests' framed load: calls on CallChannels, on the
+                // server's backend.
+                "SwitchyardCalls", "Switchyard", "SwitchyardBackends",
+            ],
             exclude: ["reconnect-across-switch.sh"],
             swiftSettings: strict
         ),

@@ -1,4 +1,8 @@
 import Foundation
+import Switchyard
+import SwitchyardBackends
+import SwitchyardCalls
+import Synchronization
 import Testing
 
 /// `kill -TERM` on a running echo-server under load: it runs in a
@@ -8,10 +12,11 @@ import Testing
 /// open makes it exit at once, with 128 + 15 = 143 (what a shell reports for a process
 /// SIGTERM ended: the open connections were cut, not finished).
 ///
-/// The load is raw sockets on threads of this process (several connections streaming in
-/// both directions at once, held mid-stream while the signal arrives); in framed mode the
-/// same bytes are 5-byte-prefixed messages, whose echo is the same byte stream followed
-/// by the call's OK status frame.
+/// The load is several connections streaming in both directions at once, held
+/// mid-stream while the signal arrives. Raw: raw sockets on threads of this process.
+/// Framed: one call on a `CallChannel` of its own per peer (so one HTTP/2 connection
+/// each, as a gRPC client makes them), on the server's backend in this process; the
+/// server's GOAWAY lets those calls finish, each with every message echoed and status OK.
 @Suite("echo-server stops gracefully on SIGTERM, at once on a second", .serialized, .timeLimit(.minutes(3)))
 struct GracefulShutdownTests {
     @Test("Under load, SIGTERM refuses new connects at once, open connections finish byte for byte, exit 0 after they close",
@@ -20,35 +25,36 @@ struct GracefulShutdownTests {
         let (server, port) = try await startEchoServer(
             backend: backend, extra: ["--mode", mode, "--event-loops", "2", "--grace-period", "60"])
         defer { server.killIfRunning() }
-        let peers = try (0..<8).map { try StreamingPeer(port: port, index: $0, framed: mode == "framed") }
-        defer { for peer in peers { peer.abandon() } }
-        // Mid-stream: every connection has had part of its echo back and sends no more yet.
-        for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
+        try await withStreamingPeers(8, mode: mode, backend: backend, port: port) { peers in
+            // Mid-stream: every connection has had part of its echo back and sends no more yet.
+            for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
 
-        let signalled = ContinuousClock.now
-        server.send(SIGTERM)
-        let refusedAfter = try await connectUntilRefused(port: port, within: .seconds(5)) - signalled
-        #expect(refusedAfter < .seconds(1), "a connect was refused only \(refusedAfter) after SIGTERM")
-        _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
-        // The open connections hold the server up.
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
+            let signalled = ContinuousClock.now
+            server.send(SIGTERM)
+            let refusedAfter = try await connectUntilRefused(port: port, within: .seconds(5)) - signalled
+            #expect(refusedAfter < .seconds(1), "a connect was refused only \(refusedAfter) after SIGTERM")
+            _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
+            // The open connections hold the server up.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
 
-        for peer in peers { peer.sendTheRest() }
-        var lastClosed = ContinuousClock.now
-        for peer in peers {
-            let outcome = try await peer.waitUntilDone(within: .seconds(60))
-            #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
-            #expect(outcome.received == peer.expectedTotal, "connection \(peer.index): \(outcome.received) of \(peer.expectedTotal) bytes")
-            #expect(outcome.error == nil, "connection \(peer.index): \(outcome.error ?? "")")
-            lastClosed = max(lastClosed, outcome.endedAt)
+            for peer in peers { peer.sendTheRest() }
+            var lastClosed = ContinuousClock.now
+            for peer in peers {
+                let outcome = try await peer.waitUntilDone(within: .seconds(60))
+                #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
+                #expect(outcome.received == peer.expectedTotal, "connection \(peer.index): \(outcome.received) of \(peer.expectedTotal) bytes")
+                // Framed: the call's status, which must be OK.
+                #expect(outcome.error == nil, "connection \(peer.index): \(outcome.error ?? "")")
+                lastClosed = max(lastClosed, outcome.endedAt)
+            }
+            let ending = await server.wait(timeout: .seconds(10))
+            let exitAfter = ContinuousClock.now - lastClosed
+            #expect(ending == .exit(0), "\(server.report)")
+            #expect(exitAfter < .seconds(5), "exited \(exitAfter) after the last connection closed")
+            #expect(server.stdout.hasSuffix("echo-server: stopped\n"), "\(server.report)")
+            print("measured (\(backend), \(mode)): connect refused \(milliseconds(refusedAfter)) ms after SIGTERM; exit \(milliseconds(exitAfter)) ms after the last of 8 \(mode == "raw" ? "connections" : "calls") closed")
         }
-        let ending = await server.wait(timeout: .seconds(10))
-        let exitAfter = ContinuousClock.now - lastClosed
-        #expect(ending == .exit(0), "\(server.report)")
-        #expect(exitAfter < .seconds(5), "exited \(exitAfter) after the last connection closed")
-        #expect(server.stdout.hasSuffix("echo-server: stopped\n"), "\(server.report)")
-        print("measured (\(backend), \(mode)): connect refused \(milliseconds(refusedAfter)) ms after SIGTERM; exit \(milliseconds(exitAfter)) ms after the last of 8 connections closed")
     }
 
     @Test("A second SIGTERM while connections are open makes echo-server exit at once, with 143",
@@ -57,29 +63,117 @@ struct GracefulShutdownTests {
         let (server, port) = try await startEchoServer(
             backend: backend, extra: ["--mode", mode, "--event-loops", "2", "--grace-period", "60"])
         defer { server.killIfRunning() }
-        let peers = try (0..<4).map { try StreamingPeer(port: port, index: $0, framed: mode == "framed") }
-        defer { for peer in peers { peer.abandon() } }
-        for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
+        try await withStreamingPeers(4, mode: mode, backend: backend, port: port) { peers in
+            for peer in peers { try await peer.waitForEcho(atLeast: peer.firstPart / 2) }
 
-        server.send(SIGTERM)
-        _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
+            server.send(SIGTERM)
+            _ = try await server.waitForLine(containing: "echo-server: SIGTERM, shutting down", timeout: .seconds(5))
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(server.isRunning, "echo-server ended with connections open\n\(server.report)")
 
-        let second = ContinuousClock.now
-        server.send(SIGTERM)
-        let ending = await server.wait(timeout: .seconds(10))
-        let exitAfter = ContinuousClock.now - second
-        #expect(ending == .exit(143), "\(server.report)")
-        #expect(exitAfter < .seconds(2), "exited \(exitAfter) after the second SIGTERM")
-        #expect(server.stdout.contains("echo-server: SIGTERM again, stopping at once"), "\(server.report)")
-        // The open connections were cut: each peer sees its stream end short of the whole echo.
-        for peer in peers {
-            let outcome = try await peer.waitUntilDone(within: .seconds(5))
-            #expect(outcome.received < peer.expectedTotal, "connection \(peer.index) got everything: not cut")
-            #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
+            let second = ContinuousClock.now
+            server.send(SIGTERM)
+            let ending = await server.wait(timeout: .seconds(10))
+            let exitAfter = ContinuousClock.now - second
+            #expect(ending == .exit(143), "\(server.report)")
+            #expect(exitAfter < .seconds(2), "exited \(exitAfter) after the second SIGTERM")
+            #expect(server.stdout.contains("echo-server: SIGTERM again, stopping at once"), "\(server.report)")
+            // The open connections were cut: each peer sees its stream end short of the
+            // whole echo; a framed call ends with an error status, not OK.
+            for peer in peers {
+                let outcome = try await peer.waitUntilDone(within: .seconds(5))
+                #expect(outcome.received < peer.expectedTotal, "connection \(peer.index) got everything: not cut")
+                #expect(outcome.mismatch == nil, "connection \(peer.index): \(outcome.mismatch ?? "")")
+                if mode == "framed" {
+                    #expect(outcome.error != nil, "call \(peer.index) ended with status OK: not cut")
+                }
+            }
+            print("measured (\(backend), \(mode)): exit \(milliseconds(exitAfter)) ms after the second SIGTERM")
         }
-        print("measured (\(backend), \(mode)): exit \(milliseconds(exitAfter)) ms after the second SIGTERM")
+    }
+}
+
+/// Runs `body` with `count` peers streaming to the echo server at 127.0.0.1:`port` in
+/// `mode` (raw: ``StreamingPeer``; framed: ``FramedStreamingPeer``, on a transport of
+/// `backend` made here), then abandons them and, framed, shuts that transport down.
+func withStreamingPeers(
+    _ count: Int, mode: String, backend: String, port: Int, _ body: ([any EchoLoadPeer]) async throws -> Void
+) async throws {
+    guard mode == "framed" else {
+        let peers = try (0..<count).map { try StreamingPeer(port: port, index: $0) }
+        defer { for peer in peers { peer.abandon() } }
+        try await body(peers)
+        return
+    }
+    // Kept alive until every peer's channel is closed.
+    let transport = try Backends.makeTransport(named: backend, configuration: TransportConfiguration(eventLoopCount: 2))
+    var peers: [FramedStreamingPeer] = []
+    do {
+        for index in 0..<count {
+            peers.append(try await FramedStreamingPeer(transport: transport, port: port, index: index))
+        }
+        try await body(peers)
+    } catch {
+        for peer in peers { peer.abandon() }
+        await transport.shutdownNow()
+        throw error
+    }
+    for peer in peers { peer.abandon() }
+    await transport.shutdownNow()
+}
+
+/// How one peer's stream ended (or how far it got).
+struct LoadOutcome: Sendable {
+    /// Bytes echoed back (framed: of the messages).
+    var received = 0
+    /// Where the echo first differed from what was sent, if it did.
+    var mismatch: String?
+    /// Raw: the error that ended the reads. Framed: the call's status when it is not OK.
+    var error: String?
+    var done = false
+    var endedAt = ContinuousClock.now
+}
+
+/// One peer of the load: it sends ``firstPart`` at once, the rest on ``sendTheRest()``,
+/// and checks its echo.
+protocol EchoLoadPeer: Sendable {
+    var index: Int { get }
+    /// What is sent before ``sendTheRest()``, in bytes (framed: of the messages).
+    var firstPart: Int { get }
+    /// What comes back when the stream finishes whole, in bytes (framed: of the messages).
+    var expectedTotal: Int { get }
+    /// Lets the peer send the rest and finish sending.
+    func sendTheRest()
+    /// Lets go of the peer if the test ends early.
+    func abandon()
+    /// The outcome so far.
+    var current: LoadOutcome { get }
+}
+
+extension EchoLoadPeer {
+    /// Waits until at least `count` bytes came back.
+    func waitForEcho(atLeast count: Int) async throws {
+        let until = ContinuousClock.now + .seconds(20)
+        while true {
+            let current = self.current
+            if current.received >= count { return }
+            if current.done { throw SubprocessFailure("connection \(index) ended after \(current.received) bytes: \(current.error ?? current.mismatch ?? "end of stream")") }
+            guard ContinuousClock.now < until else { throw SubprocessFailure("connection \(index): only \(current.received) of \(count) bytes echoed in 20 s") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Waits until the stream ended.
+    func waitUntilDone(within limit: Duration) async throws -> LoadOutcome {
+        let until = ContinuousClock.now + limit
+        while true {
+            let current = self.current
+            if current.done { return current }
+            guard ContinuousClock.now < until else {
+                throw SubprocessFailure("connection \(index) did not end within \(limit) (\(current.received) of \(expectedTotal) bytes)")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 }
 
@@ -130,19 +224,12 @@ func loopbackSocket(port: Int) -> (fd: Int32?, errno: Int32) {
 /// waits for ``sendTheRest()``, sends the rest and shuts its output down; a reader thread
 /// reads until end of stream and compares every byte with what should come back.
 ///
-/// Raw: 4 MiB of a pattern, echoed as it is. Framed: 128 messages of 32 KiB, each with
-/// its 5-byte prefix; the echo is the same bytes, then the call's OK status frame.
+/// 4 MiB of a pattern, echoed as it is.
 ///
 /// `@unchecked Sendable`: the threads share only `state` (behind its lock) and the
 /// immutable buffers; `proceed` is a semaphore.
-final class StreamingPeer: @unchecked Sendable {
-    struct Outcome {
-        var received = 0
-        var mismatch: String?
-        var error: String?
-        var done = false
-        var endedAt = ContinuousClock.now
-    }
+final class StreamingPeer: EchoLoadPeer, @unchecked Sendable {
+    typealias Outcome = LoadOutcome
     let index: Int
     let firstPart: Int
     let expectedTotal: Int
@@ -153,24 +240,14 @@ final class StreamingPeer: @unchecked Sendable {
     private let state = NSLock()
     private var outcome = Outcome()
 
-    init(port: Int, index: Int, framed: Bool) throws {
+    init(port: Int, index: Int) throws {
         self.index = index
         let (fd, error) = loopbackSocket(port: port)
         guard let fd else { throw SubprocessFailure("connect to the echo server failed: errno \(error)") }
         self.fd = fd
-        var bytes: [UInt8] = []
-        if framed {
-            let payload = 32 * 1024
-            for message in 0..<128 {
-                bytes += [0, UInt8(payload >> 24), UInt8(payload >> 16 & 0xFF), UInt8(payload >> 8 & 0xFF), UInt8(payload & 0xFF)]
-                bytes += (0..<payload).map { Self.pattern(message * payload + $0, index) }
-            }
-        } else {
-            bytes = (0..<(4 << 20)).map { Self.pattern($0, index) }
-        }
+        let bytes = (0..<(4 << 20)).map { Self.pattern($0, index) }
         sent = bytes
-        // Framed: the status frame of an OK call (flags 1, length 2, code 0, no reason).
-        expected = framed ? bytes + [1, 0, 0, 0, 2, 0, 0] : bytes
+        expected = bytes
         expectedTotal = expected.count
         firstPart = sent.count / 4
         Thread { self.write() }.start()
@@ -251,27 +328,82 @@ final class StreamingPeer: @unchecked Sendable {
         return "byte \(offset + at) is \(bytes[bytes.startIndex + at]), expected \(expected[offset + at])"
     }
 
-    private var current: Outcome { state.withLock { outcome } }
+    var current: Outcome { state.withLock { outcome } }
+}
 
-    /// Waits until at least `count` bytes came back.
-    func waitForEcho(atLeast count: Int) async throws {
-        let until = ContinuousClock.now + .seconds(20)
-        while current.received < count {
-            if current.done { throw SubprocessFailure("connection \(index) ended after \(current.received) bytes: \(current.error ?? current.mismatch ?? "end of stream")") }
-            guard ContinuousClock.now < until else { throw SubprocessFailure("connection \(index): only \(current.received) of \(count) bytes echoed in 20 s") }
-            try await Task.sleep(for: .milliseconds(5))
+/// One call streaming to `echo-server --mode framed`, on a `CallChannel` of its own, so
+/// on an HTTP/2 connection of its own: 128 messages of 32 KiB, the first quarter sent
+/// when it starts, the rest on ``sendTheRest()``, then the end of its sending. Every
+/// echoed message is compared with the one sent in its place; the call's status ends it.
+///
+/// Its events run on the call's loop (the `CallHandler` face); `Call`'s methods may be
+/// called from any thread, and act on that loop in call order.
+final class FramedStreamingPeer: EchoLoadPeer, CallHandler {
+    static let messageCount = 128
+    static let messageSize = 32 * 1024
+
+    let index: Int
+    let firstPart = FramedStreamingPeer.messageCount / 4 * FramedStreamingPeer.messageSize
+    let expectedTotal = FramedStreamingPeer.messageCount * FramedStreamingPeer.messageSize
+    private let channel: CallChannel
+    private let messages: [[UInt8]]
+    private let started = Mutex<Call?>(nil)
+    private let state = Mutex<(outcome: LoadOutcome, echoed: Int)>((LoadOutcome(), 0))
+
+    /// Starts the call (connecting its channel) and sends the first quarter.
+    init(transport: any Transport, port: Int, index: Int) async throws {
+        self.index = index
+        channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: port), transport: transport)
+        messages = (0..<Self.messageCount).map { message in
+            (0..<Self.messageSize).map { StreamingPeer.pattern(message * Self.messageSize + $0, index) }
+        }
+        let call = try await channel.startCall(handler: self)
+        started.withLock { $0 = call }
+        for message in messages[..<(Self.messageCount / 4)] { call.send(message) }
+    }
+
+    func sendTheRest() {
+        guard let call = started.withLock({ $0 }) else { return }
+        for message in messages[(Self.messageCount / 4)...] { call.send(message) }
+        call.finishSending()
+    }
+
+    /// Cancels the call if it is still open, and closes the channel (its connection).
+    func abandon() {
+        started.withLock { $0 }?.cancel()
+        channel.close()
+    }
+
+    var current: LoadOutcome { state.withLock { $0.outcome } }
+
+    // MARK: CallHandler (on the call's loop)
+
+    func call(_ call: Call, didReceive message: [UInt8]) {
+        state.withLock { state in
+            let number = state.echoed
+            state.echoed += 1
+            state.outcome.received += message.count
+            guard state.outcome.mismatch == nil else { return }
+            guard number < messages.count else {
+                state.outcome.mismatch = "message \(number) echoed, but only \(messages.count) were sent"
+                return
+            }
+            let sent = messages[number]
+            guard message != sent else { return }
+            guard message.count == sent.count else {
+                state.outcome.mismatch = "message \(number) echoed with \(message.count) bytes, sent with \(sent.count)"
+                return
+            }
+            let at = zip(message, sent).enumerated().first { $0.element.0 != $0.element.1 }!.offset
+            state.outcome.mismatch = "message \(number), byte \(at) is \(message[at]), expected \(sent[at])"
         }
     }
 
-    /// Waits until the reader saw the end of the stream.
-    func waitUntilDone(within limit: Duration) async throws -> Outcome {
-        let until = ContinuousClock.now + limit
-        while !current.done {
-            guard ContinuousClock.now < until else {
-                throw SubprocessFailure("connection \(index) did not end within \(limit) (\(current.received) of \(expectedTotal) bytes)")
-            }
-            try await Task.sleep(for: .milliseconds(5))
+    func call(_ call: Call, didCloseWith status: CallStatus) {
+        state.withLock { state in
+            state.outcome.error = status.error.map { "the call ended with \($0)" }
+            state.outcome.done = true
+            state.outcome.endedAt = .now
         }
-        return current
     }
 }
