@@ -37,6 +37,8 @@ public final class CallChannel: Sendable {
     public let monitor: (any ConnectivityMonitor)?
     public let configuration: ChannelConfiguration
     private let observation: ConnectivityObservation?
+    /// Applies the monitor's changes (Channel/ChannelPathFollower.swift).
+    private let pathFollower: ChannelPathFollower?
 
     let calls = CallSet()
     /// Whether a ``Lifecycle`` the channel is registered with is suspended (CallChannel+Lifecycle.swift).
@@ -69,23 +71,12 @@ public final class CallChannel: Sendable {
         self.slot = slot
         guard let monitor else {
             observation = nil
+            pathFollower = nil
             return
         }
-        let calls = self.calls
-        let last = Mutex(monitor.current)
-        observation = monitor.observe { path in
-            let change = last.withLock { last in
-                defer { last = path }
-                return PathChange(from: last, to: path)
-            }
-            guard let error = change.error else { return }
-            // The calls first, so that they end with the change and not with the
-            // connection's close that follows.
-            for call in calls.all where change.ends(connectionFrom: call.connection.localAddress) {
-                call.terminate(with: error)
-            }
-            slot.drop(with: error) { change.ends(connectionFrom: $0) }
-        }
+        let follower = ChannelPathFollower(from: monitor.current, calls: calls, slot: slot)
+        pathFollower = follower
+        observation = monitor.observe { path in follower.apply(path) }
     }
 
     deinit {
@@ -125,8 +116,14 @@ public final class CallChannel: Sendable {
         }
         try checkOpen()
         try suspension.check()
-        if let monitor, monitor.current.category == .none {
-            throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
+        if let monitor {
+            let path = monitor.current
+            if path.category == .none {
+                throw TransportError(code: .unavailable, reason: .noConnectivity, message: "no network: no interface carries a default route")
+            }
+            // A change the channel's observer has not heard yet ends the old path's
+            // connection before this call could take it.
+            pathFollower?.apply(path)
         }
         let deadline = options.timeout.map { CallDeadline(timeout: $0) }
         // The request's fields, checked before any connect: gRPC's rules for the path

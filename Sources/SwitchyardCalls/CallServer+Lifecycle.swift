@@ -49,6 +49,13 @@ extension CallServer {
     }
 }
 
+/// Whether a call server's lifecycle is suspended: it refuses new streams meanwhile.
+final class ServerSuspension: Sendable {
+    private let state = Mutex(false)
+    var isSuspended: Bool { state.withLock { $0 } }
+    func set(_ suspended: Bool) { state.withLock { $0 = suspended } }
+}
+
 /// A call server as a lifecycle participant: ends its calls under `.close`. Holds the
 /// server weakly; gone once its listener closed for good.
 final class CallServerParticipant: LifecycleParticipant {
@@ -65,6 +72,7 @@ final class CallServerParticipant: LifecycleParticipant {
 
     func lifecycleSuspend(_ error: TransportError) -> Bool {
         guard let server = state.withLock({ $0.server }) else { return true }
+        server.suspension.set(true)
         guard policy.closes else {
             // The calls go on; new ones must wait for the resume: GOAWAY sends them to a
             // new connection, which the closed listener refuses.
@@ -78,6 +86,14 @@ final class CallServerParticipant: LifecycleParticipant {
         for connection in server.connections.all { connection.close(with: error) }
         for call in server.calls.all { call.terminate(with: error) }
         return true
+    }
+
+    func lifecycleDidResume() async {
+        state.withLock { $0.server }?.suspension.set(false)
+    }
+
+    func lifecycleUnregistered() {
+        state.withLock { $0.server }?.suspension.set(false)
     }
 
     var lifecycleIsGone: Bool { state.withLock { $0.server == nil } || listener.lifecycleIsGone }

@@ -42,6 +42,9 @@ public final class CallServer: Sendable {
     let calls: CallSet
     /// The clients' connections.
     let connections: ServerConnections
+    /// Whether a lifecycle the server is registered with is suspended: new streams are
+    /// refused until it resumes (CallServer+Lifecycle.swift).
+    let suspension = ServerSuspension()
 
     /// How each call is served: by a handler on the loop, or by a task running `serve`.
     enum Serving: Sendable {
@@ -61,6 +64,7 @@ public final class CallServer: Sendable {
         let callObserver = CallObserver(role: "server")
         let connections = ServerConnections()
         self.connections = connections
+        let suspension = self.suspension
         // Each accepted connection speaks HTTP/2; each of its streams becomes a call on
         // the connection's loop, with no task hop.
         listener.acceptConnections { connection in
@@ -71,9 +75,10 @@ public final class CallServer: Sendable {
             }
             let server = ServerConnection(connection: connection, configuration: H2Configuration(), settings: configuration) { stream in
                 let call = Call(role: .server, connection: stream, options: options)
-                guard calls.insertIfOpen(call) else {
-                    // The server closed (its GOAWAY may not have reached the client yet):
-                    // refused, so the client knows the call was not processed.
+                guard !suspension.isSuspended, calls.insertIfOpen(call) else {
+                    // The server closed or is suspended (its GOAWAY may not have reached
+                    // the client yet): refused, so the client knows the call was not
+                    // processed.
                     stream.refuse()
                     return
                 }

@@ -737,7 +737,10 @@ extension ConformanceScenario {
             let call = try await context.startCall(on: context.channel(to: server), options: CallConfiguration(enableFlowControl: true), handler: recorder)
             call.send(resetMessage)
             let status = try await context.status(of: recorder, "a client call (flow control on, nothing asked for) whose server reset the connection", seconds: 5, quiet: quietLimit)
-            try context.expectStatus(status, code: .unavailable, reason: context.peerResetReason, "the status of a call that asked for nothing when its server reset")
+            // Under TLS a reset may reach the client's TLS layer as a close without
+            // close_notify (libuv reports the peer's RST after a read of what was there).
+            let reason = context.serverTransportBackend?.speaksTLS == true && status.error?.reason == .truncated ? .truncated : context.peerResetReason
+            try context.expectStatus(status, code: .unavailable, reason: reason, "the status of a call that asked for nothing when its server reset")
         }
     }
 
