@@ -299,8 +299,16 @@ extension ConformanceScenario {
                 call.cancel()
             }
             let message = ConformancePattern.bytes(count: 1000, seed: 432)
+            // The refused call put the channel in transient failure: gRPC's backoff runs,
+            // and a fail-fast call would fail at once with the refusal until it ends. This
+            // call waits for the channel to be ready (the next attempt, within 1.2 s).
+            let waiting = {
+                var options = CallConfiguration(timeout: .seconds(15))
+                options.waitForReady = true
+                return options
+            }()
             let fresh = try await context.step("a new call after the resume (policy \(policy))", seconds: 20) {
-                try await channel.withCall { call -> (replies: [[UInt8]], status: CallStatus) in
+                try await channel.withCall(options: waiting) { call -> (replies: [[UInt8]], status: CallStatus) in
                     try await call.write(message)
                     try await call.finishSending()
                     var replies: [[UInt8]] = []
