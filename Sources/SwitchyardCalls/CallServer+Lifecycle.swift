@@ -2,6 +2,30 @@ import Synchronization
 public import Switchyard
 
 extension CallServer {
+    /// ``start(transport:on:options:configuration:lifecycle:policy:makeHandler:)`` with the
+    /// default ``CallServerConfiguration``.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        lifecycle: Lifecycle, policy: SuspendPolicy,
+        makeHandler: @escaping @Sendable (Call) -> any CallHandler
+    ) async throws -> CallServer {
+        try await start(
+            transport: transport, on: endpoint, options: options, configuration: CallServerConfiguration(), lifecycle: lifecycle,
+            policy: policy, makeHandler: makeHandler)
+    }
+
+    /// ``start(transport:on:options:configuration:lifecycle:policy:serve:)`` with the
+    /// default ``CallServerConfiguration``.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        lifecycle: Lifecycle, policy: SuspendPolicy,
+        serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
+    ) async throws -> CallServer {
+        try await start(
+            transport: transport, on: endpoint, options: options, configuration: CallServerConfiguration(), lifecycle: lifecycle,
+            policy: policy, serve: serve)
+    }
+
     /// Listens on `endpoint` with `transport` on a listener `lifecycle` closes on suspend
     /// and reopens on resume (`Lifecycle/listen(on:using:options:)`); each call's events
     /// go to the handler `makeHandler` returns for it. Under `policy` `SuspendPolicy/close`
@@ -13,7 +37,7 @@ extension CallServer {
     /// - Throws: what `Lifecycle/listen(on:using:options:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
-        configuration: CallServerConfiguration = CallServerConfiguration(),
+        configuration: CallServerConfiguration,
         lifecycle: Lifecycle, policy: SuspendPolicy,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
@@ -27,7 +51,7 @@ extension CallServer {
     /// ``start(transport:on:options:configuration:serve:)``.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
-        configuration: CallServerConfiguration = CallServerConfiguration(),
+        configuration: CallServerConfiguration,
         lifecycle: Lifecycle, policy: SuspendPolicy,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {

@@ -111,6 +111,24 @@ public final class CallServer: Sendable {
         }
     }
 
+    /// Listens on `endpoint` with `transport` and the default ``CallServerConfiguration``;
+    /// each call's events go to the handler `makeHandler` returns for it.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        makeHandler: @escaping @Sendable (Call) -> any CallHandler
+    ) async throws -> CallServer {
+        try await start(transport: transport, on: endpoint, options: options, configuration: CallServerConfiguration(), makeHandler: makeHandler)
+    }
+
+    /// Listens on `endpoint` with the default ``CallServerConfiguration``; each call runs
+    /// `serve` in a task of its own on the call's event loop.
+    public static func start(
+        transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
+        serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
+    ) async throws -> CallServer {
+        try await start(transport: transport, on: endpoint, options: options, configuration: CallServerConfiguration(), serve: serve)
+    }
+
     /// Listens on `endpoint` with `transport`; each call's events go to the handler
     /// `makeHandler` returns for it. `options` apply to each call, `configuration` to
     /// each client's connection (keepalive, maximum age and idle time).
@@ -119,7 +137,7 @@ public final class CallServer: Sendable {
     ///   transport's `listen(on:)` throws.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
-        configuration: CallServerConfiguration = CallServerConfiguration(),
+        configuration: CallServerConfiguration,
         makeHandler: @escaping @Sendable (Call) -> any CallHandler
     ) async throws -> CallServer {
         try options.validate()
@@ -135,7 +153,7 @@ public final class CallServer: Sendable {
     /// each client's connection, as in ``start(transport:on:options:configuration:makeHandler:)``.
     public static func start(
         transport: any Transport, on endpoint: Endpoint, options: CallConfiguration = CallConfiguration(),
-        configuration: CallServerConfiguration = CallServerConfiguration(),
+        configuration: CallServerConfiguration,
         serve: @escaping @Sendable (AsyncCall) async throws -> CallStatus
     ) async throws -> CallServer {
         try options.validate()
