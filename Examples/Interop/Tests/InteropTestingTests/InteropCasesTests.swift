@@ -40,13 +40,19 @@ struct InteropCasesTests {
         callServer.close()
         await callServer.serve()
         await client.shutdown(gracePeriod: .seconds(2))
-        // At once: on today's framing a server call that ended with an error status
-        // (status_code_and_message, unimplemented_method, ...) leaves its connection open
-        // until the transport shuts down (SwitchyardCalls' `Call.end` waits for the
-        // client's end only after an OK status), and a graceful shutdown would wait for it.
         await server.shutdownNow()
         #expect(failures == [])
-        #expect(try Self.openSockets() == before)
+        // No socket of this case is left open. A descriptor is released on its loop after
+        // the close that shut it, so the count may take a moment (bounded) to come down;
+        // and one of the case before may have still been open when `before` was counted,
+        // so fewer than `before` is no leak.
+        var open = try Self.openSockets()
+        let until = ContinuousClock.now + .seconds(2)
+        while open > before, ContinuousClock.now < until {
+            try await Task.sleep(for: .milliseconds(10))
+            open = try Self.openSockets()
+        }
+        #expect(open <= before, "\(open) sockets open after the cases, \(before) before")
     }
 
     /// Against a server that answers every call with OK and nothing else, the cases fail,
