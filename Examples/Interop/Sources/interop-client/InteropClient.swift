@@ -14,15 +14,23 @@
 // offers h2.
 //
 // Prints `PASS NAME` and exits 0, or `FAIL NAME: what differed` and exits 1.
+//
+// `--grpc-swift` runs the case on grpc-swift 2's GRPCCore instead (its generated stubs,
+// InteropGRPCCore's cases), on the transport `--grpc-swift-transport` names:
+// `switchyard` (SwitchyardGRPC's, on the backend `--backend` names, with Switchyard's TLS;
+// the default) or `nio` (grpc-swift-nio-transport's HTTP/2 Posix transport and its TLS;
+// `--server_host_override` is then also the `:authority`).
 
 import ArgumentParser
 import Foundation
+import InteropGRPCCore
 import InteropTesting
 import Switchyard
 import SwitchyardCalls
 import SwitchyardTLS
 
 extension InteropTestCase: ExpressibleByArgument {}
+extension InteropGRPCTransportKind: ExpressibleByArgument {}
 
 @main
 struct InteropClientCommand: AsyncParsableCommand {
@@ -58,6 +66,12 @@ struct InteropClientCommand: AsyncParsableCommand {
     @Option(name: .customLong("backend-library"), help: ArgumentHelp("A backend library to load; its backend can then be chosen with --backend. Repeatable.", valueName: "path"))
     var backendLibraries: [String] = []
 
+    @Flag(name: .customLong("grpc-swift"), help: "Run the case on grpc-swift 2's GRPCCore (its generated stubs) instead of Switchyard's calls.")
+    var grpcSwift = false
+
+    @Option(name: .customLong("grpc-swift-transport"), help: "With --grpc-swift: the transport, 'switchyard' (SwitchyardGRPC's, on --backend) or 'nio' (grpc-swift-nio-transport's HTTP/2 Posix).")
+    var grpcSwiftTransport: InteropGRPCTransportKind = .switchyard
+
     /// The descriptions' `--use_tls=true` form, rewritten before parsing.
     static func main() async {
         await main(GRPCFlags.normalize(Array(CommandLine.arguments.dropFirst()), flags: ["use_tls", "use_test_ca"]))
@@ -70,6 +84,9 @@ struct InteropClientCommand: AsyncParsableCommand {
             try InteropTransport.checkBackend(backend, libraries: backendLibraries)
         } catch {
             throw ValidationError(error.message)
+        }
+        if grpcSwift, !grpcSwiftTransport.isAvailable {
+            throw ValidationError("--grpc-swift-transport \(grpcSwiftTransport.rawValue) is not in this build (SwitchyardGRPC is not a dependency yet)")
         }
         if let serverHostOverride, serverHostOverride.isEmpty || serverHostOverride.utf8.count > 253 {
             throw ValidationError("--server_host_override '\(serverHostOverride)' is not a host name (1 to 253 bytes)")
@@ -98,22 +115,62 @@ struct InteropClientCommand: AsyncParsableCommand {
 
     func run() async throws {
         let transport: any Transport
+        if grpcSwift, grpcSwiftTransport == .nio {
+            return try report(await runNIO())
+        }
         do {
             transport = try await InteropTransport.make(backend: backend, client: try tlsConfiguration())
         } catch {
             FileHandle.standardError.write(Data("interop-client: cannot start backend '\(InteropTransport.backendName(backend))': \(error)\n".utf8))
             throw ExitCode(1)
         }
-        let channel = CallChannel(target: Endpoint(host: serverHost, port: serverPort), transport: transport)
         let failure: InteropFailure?
-        do {
-            try await testCase.run(on: channel)
-            failure = nil
-        } catch {
-            failure = error
+        if grpcSwift {
+            do {
+                try await testCase.runSwitchyard(host: serverHost, port: serverPort, transport: transport)
+                failure = nil
+            } catch {
+                failure = error
+            }
+        } else {
+            let channel = CallChannel(target: Endpoint(host: serverHost, port: serverPort), transport: transport)
+            do {
+                try await testCase.run(on: channel)
+                failure = nil
+            } catch {
+                failure = error
+            }
+            channel.close()
         }
-        channel.close()
         await transport.shutdownNow()
+        try report(failure)
+    }
+
+    /// The case on GRPCCore over grpc-swift-nio-transport's HTTP/2 Posix transport.
+    private func runNIO() async throws -> InteropFailure? {
+        var tls: InteropGRPCTLS?
+        if useTLS {
+            let directory = useTestCA ? try certificatesDirectory() : ""
+            tls = InteropGRPCTLS(directory: directory, serverName: serverHostOverride, useTestCA: useTestCA)
+        }
+        do {
+            try await testCase.runNIO(host: serverHost, port: serverPort, tls: tls)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private func certificatesDirectory() throws -> String {
+        do {
+            return try InteropTransport.certificatesDirectory(explicit: certsDir)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
+    /// Prints the case's line; a failure exits 1.
+    private func report(_ failure: InteropFailure?) throws {
         if let failure {
             print("FAIL \(testCase.rawValue): \(failure)")
             fflush(nil)

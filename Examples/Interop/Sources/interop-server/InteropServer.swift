@@ -12,9 +12,17 @@
 // Once it accepts calls it prints `interop-server (BACKEND, plaintext|tls) listening on
 // port N` (`--port 0` takes a free port); the first SIGTERM or SIGINT stops it gracefully
 // (open calls get a second to finish), a second one at once.
+//
+// `--grpc-swift` serves the same service on grpc-swift 2's GRPCCore instead (its generated
+// stubs, InteropGRPCCore's `GRPCCoreTestService`), on the transport
+// `--grpc-swift-transport` names: `switchyard` (SwitchyardGRPC's, on the backend
+// `--backend` names; the default) or `nio` (grpc-swift-nio-transport's HTTP/2 Posix
+// transport and its TLS). Its line reads `interop-server (grpc-swift TRANSPORT[ BACKEND],
+// plaintext|tls) listening on port N`.
 
 import ArgumentParser
 import Foundation
+import InteropGRPCCore
 import InteropTesting
 import Logging
 import ServiceLifecycle
@@ -51,6 +59,12 @@ struct InteropServer: AsyncParsableCommand {
     @Option(name: .customLong("backend-library"), help: ArgumentHelp("A backend library to load; its backend can then be chosen with --backend. Repeatable.", valueName: "path"))
     var backendLibraries: [String] = []
 
+    @Flag(name: .customLong("grpc-swift"), help: "Serve on grpc-swift 2's GRPCCore (its generated stubs) instead of Switchyard's calls.")
+    var grpcSwift = false
+
+    @Option(name: .customLong("grpc-swift-transport"), help: "With --grpc-swift: the transport, 'switchyard' (SwitchyardGRPC's, on --backend) or 'nio' (grpc-swift-nio-transport's HTTP/2 Posix).")
+    var grpcSwiftTransport: InteropGRPCTransportKind = .switchyard
+
     /// The descriptions' `--use_tls=true` form, rewritten before parsing.
     static func main() async {
         await main(GRPCFlags.normalize(Array(CommandLine.arguments.dropFirst()), flags: ["use_tls"]))
@@ -63,6 +77,9 @@ struct InteropServer: AsyncParsableCommand {
             try InteropTransport.checkBackend(backend, libraries: backendLibraries)
         } catch {
             throw ValidationError(error.message)
+        }
+        if grpcSwift, !grpcSwiftTransport.isAvailable {
+            throw ValidationError("--grpc-swift-transport \(grpcSwiftTransport.rawValue) is not in this build (SwitchyardGRPC is not a dependency yet)")
         }
         if useTLS {
             let tls = try tlsConfiguration()
@@ -84,6 +101,7 @@ struct InteropServer: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if grpcSwift { return try await runGRPCSwift() }
         let transport: any Transport
         do {
             transport = try await InteropTransport.make(
@@ -130,8 +148,92 @@ struct InteropServer: AsyncParsableCommand {
         if status != 0 { throw ExitCode(status) }
     }
 
+    /// Serves `GRPCCoreTestService` on GRPCCore, on the transport --grpc-swift-transport names.
+    private func runGRPCSwift() async throws {
+        let server: InteropGRPCServer
+        var transport: (any Transport)?
+        let label: String
+        switch grpcSwiftTransport {
+        case .nio:
+            let tls = try useTLS ? InteropGRPCTLS(directory: certificatesDirectory()) : nil
+            server = .nio(host: bindHost, port: port, tls: tls)
+            label = "grpc-swift nio"
+        case .switchyard:
+            let base: any Transport
+            do {
+                base = try await InteropTransport.make(
+                    backend: backend, server: try tlsConfiguration(),
+                    handshakeFailures: { error, peer in
+                        FileHandle.standardError.write(Data("interop-server: TLS handshake with \(peer) failed: \(error)\n".utf8))
+                    })
+            } catch {
+                fail("cannot start backend '\(InteropTransport.backendName(backend))': \(error)")
+            }
+            transport = base
+            do {
+                server = try InteropGRPCServer.switchyard(host: bindHost, port: port, transport: base)
+            } catch {
+                await base.shutdownNow()
+                fail("\(error)")
+            }
+            label = "grpc-swift switchyard \(InteropTransport.backendName(backend))"
+        }
+        let ready = "interop-server (\(label), \(useTLS ? "tls" : "plaintext")) listening on port"
+        let signals = ShutdownSignals(onSignal: { signal, forced in
+            print("interop-server: \(ShutdownSignals.name(of: signal))\(forced ? " again, stopping at once" : ", shutting down")")
+            fflush(nil)
+        })
+        let service = GRPCServerService(server: server) { port in
+            print("\(ready) \(port)")
+            fflush(nil)
+        }
+        let group = ServiceGroup(
+            configuration: signals.configuration(
+                running: [service], logger: Logger(label: "interop-server"), maximumGracefulShutdownDuration: .seconds(1)))
+        var status: Int32 = 0
+        do {
+            try await group.run()
+        } catch let forced as ForcedShutdown {
+            status = forced.exitStatus
+        } catch {
+            await transport?.shutdownNow()
+            fail("\(error)")
+        }
+        await transport?.shutdownNow()
+        if status != 0 { throw ExitCode(status) }
+    }
+
+    private func certificatesDirectory() throws -> String {
+        do {
+            return try InteropTransport.certificatesDirectory(explicit: certsDir)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
     private func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data("interop-server: \(message)\n".utf8))
         Foundation.exit(1)
+    }
+}
+
+extension InteropGRPCTransportKind: ExpressibleByArgument {}
+
+/// A GRPCCore server as a service of the tool's group: it serves until the group's
+/// graceful shutdown, and calls `ready` with the port once it listens.
+struct GRPCServerService: Service {
+    let server: InteropGRPCServer
+    let ready: @Sendable (Int) -> Void
+
+    func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await server.serve() }
+                ready(try await server.port())
+                try await group.waitForAll()
+            }
+        } onGracefulShutdown: {
+            server.beginGracefulShutdown()
+        }
     }
 }
