@@ -127,13 +127,17 @@ struct GRPCCoreInteropClient<Transport: ClientTransport> {
         let (started, start) = AsyncStream.makeStream(of: Void.self)
         let service = self.service
         let call = Task {
-            try await service.streamingInputCall(options: Self.options) { _ in
+            // A call that fails before its producer runs ends the wait too.
+            defer { start.finish() }
+            return try await service.streamingInputCall(options: Self.options) { _ in
                 start.yield()
                 try await Task.sleep(for: .seconds(60))
             }
         }
         var events = started.makeAsyncIterator()
-        _ = await events.next()
+        guard await events.next() != nil else {
+            throw InteropFailure("StreamingInputCall ended before it started (\(Self.describe(await call.result)))")
+        }
         call.cancel()
         try Self.checkCancelled(await call.result, "StreamingInputCall")
     }
@@ -142,11 +146,12 @@ struct GRPCCoreInteropClient<Transport: ClientTransport> {
         let (first, received) = AsyncStream.makeStream(of: Grpc_Testing_StreamingOutputCallResponse.self)
         let service = self.service
         let call = Task {
-            try await service.fullDuplexCall(options: Self.options) { writer in
+            // A call that fails before its first response ends the wait too.
+            defer { received.finish() }
+            return try await service.fullDuplexCall(options: Self.options) { writer in
                 try await writer.write(Self.streamingRequest(responseSizes: [31415], payloadSize: 27182))
                 try await Task.sleep(for: .seconds(60))
             } onResponse: { response in
-                defer { received.finish() }
                 for try await message in response.messages { received.yield(message) }
             }
         }
