@@ -122,6 +122,17 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "InteropGRPCCoreTests",
+            dependencies: [
+                "InteropGRPCCore",
+                "InteropTesting",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "InteropTestingTests",
             dependencies: [
                 "InteropTesting",
