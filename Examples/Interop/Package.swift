@@ -66,6 +66,7 @@ let package = Package(
                 .product(name: "Switchyard", package: "switchyard"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+                .product(name: "SwitchyardGRPC", package: "switchyard"),
             ],
             swiftSettings: strict
         ),
