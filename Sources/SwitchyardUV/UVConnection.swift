@@ -248,6 +248,15 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
                 terminate(failure(Int32(count), "reading from \(remoteAddress)"), deferCallbacks: false)
                 return
             }
+            // libuv also reports an end it did not read: after a short read in a wakeup
+            // that brought POLLHUP (uv__stream_io), which a reset sets too, so data and
+            // the peer's reset read in one wakeup come as data and EOF. The reset is
+            // still pending on the socket (no read took it): one getsockopt per
+            // connection end tells it.
+            if let code = try? Posix.socketError(descriptor), code != 0 {
+                terminate(failure(-code, "reading from \(remoteAddress)"), deferCallbacks: false)
+                return
+            }
             // libuv has stopped reading (UV_HANDLE_READING is cleared at EOF).
             state.readDidEnd()?.connectionDidReadEnd()
         } else if count < 0 {
