@@ -2,7 +2,7 @@
 """A point-to-point link with a fixed one-way delay, between two network namespaces.
 
 Stands in for `veth + tc qdisc add ... netem delay D` on a kernel without sch_netem (this
-project's machines: TESTING.md). It makes a TUN device in each namespace (IFF_TUN |
+project's machines). It makes a TUN device in each namespace (IFF_TUN |
 IFF_NO_PI, so each read is one IP packet) and carries every packet read from one device to
 the other, DELAY_MS after it was read, in order. That is netem's `delay D` on each side of
 a wire: a round trip costs 2 * D plus the relay's own time (tens of microseconds; rtt/run

@@ -62,8 +62,11 @@ def main():
     parser.add_argument("--load-before", default="?")
     args = parser.parse_args()
 
-    pings = [float(m) for m in re.findall(r"time=([\d.]+) ms", Path(args.ping).read_text())]
-    rtt = statistics.median(pings)
+    ping = Path(args.ping).read_text()
+    pings = [float(m) for m in re.findall(r"time=([\d.]+) ms", ping)]
+    # ping's summary has the mean to the microsecond; each reply's time has 3 digits only.
+    summary = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", ping)
+    rtt = float(summary.group(2)) if summary else statistics.median(pings)
     configs = {}
     for line in Path(args.configs).read_text().splitlines():
         name, backend, security, port = line.split()
@@ -78,8 +81,8 @@ def main():
         "",
         f"- When: {now}; machine: {machine()}; load average at the start {args.load_before}, at the end {' '.join(load)} "
         f"(other builds on the machine).",
-        f"- Link: {args.link}. Ping over it before the calls: median {rtt:.2f} ms "
-        f"(min {min(pings):.2f}, max {max(pings):.2f}, {len(pings)} pings); **1 RTT = {rtt:.2f} ms** below.",
+        f"- Link: {args.link}. Ping over it before the calls: mean {rtt:.3f} ms "
+        f"(min {min(pings):.1f}, max {max(pings):.1f}, {len(pings)} pings); **1 RTT = {rtt:.3f} ms** below.",
         "- Each round: a fresh `rtt-probe calls` process makes one `CallChannel` and calls the unary echo "
         "one after another (64-byte message); the first call's time includes the connect. "
         f"Server and client on the same backend, one event loop each, release build, {args.priority} priority; "
