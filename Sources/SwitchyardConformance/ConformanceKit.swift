@@ -160,6 +160,7 @@ public enum ConformanceKit {
         .goAwayUnprocessedStreamIsRetried,     // 80
         .answeredRefusedStreamIsNotRetried,    // 81
         .refusalPastRetryBufferIsNotRetried,   // 82
+        .retryFollowsCallOptions,              // 83
     ]
 
     /// The scenario named `name`, if any.

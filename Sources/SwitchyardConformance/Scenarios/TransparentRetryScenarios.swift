@@ -189,6 +189,54 @@ extension ConformanceScenario {
         try context.expectWellBehaved(within, "the call within the retry buffer")
         try await expectNextCallIsNextStream(context, channel, peer, stream: 7, seed: 82_200)
     }
+
+    /// 83. A retry's connect follows the call's fail-fast, deadline and cancellation.
+    public static let retryFollowsCallOptions = ConformanceScenario(
+        "Calls whose streams a GOAWAY left unprocessed, retried while the server no longer listens: a fail-fast call ends with the new connect's error (unavailable, refused), a wait-for-ready call waits and ends at its deadline (deadlineExceeded), and one cancelled while it waits ends cancelled at once",
+        checklist: ["J5", "F5", "F7"], timeLimit: .seconds(60)
+    ) { context in
+        let listener = try await context.listen()
+        let channel = CallChannel(target: context.endpoint(of: listener), transport: context.client)
+        defer { channel.close() }
+        var waitForReady = CallConfiguration(timeout: .seconds(3))
+        waitForReady.waitForReady = true
+        var cancellable = CallConfiguration()
+        cancellable.waitForReady = true
+        let options = [CallConfiguration(), waitForReady, cancellable]
+        var calls: [(call: Call, recorder: CallRecorder)] = []
+        for option in options {
+            let recorder = CallRecorder()
+            let call = try await context.startCall(on: channel, options: option, handler: recorder)
+            call.send(ConformancePattern.bytes(count: 100, seed: UInt64(83_000 + calls.count)))
+            call.finishSending()
+            calls.append((call, recorder))
+        }
+        let peer = try await acceptRawServer(context, listener)
+        defer { peer.close() }
+        try await context.step("the raw server reading streams 1, 3 and 5") {
+            try await peer.readUntil("streams 1, 3 and 5 ended") { [1, 3, 5].allSatisfy { peer.streams[$0]?.ended == true } }
+        }
+        listener.close()
+        var goAway: [UInt8] = []
+        H2FrameEncoder.encode(.goAway(lastStreamID: H2StreamID(0), .noError, debugData: []), into: &goAway)
+        let frames = goAway
+        try await context.step("the raw server sending GOAWAY(0)") { try await peer.send(frames) }
+
+        let failFast = try await context.status(of: calls[0].recorder, "the fail-fast call", quiet: quietLimit)
+        try context.expectStatus(failFast, code: .unavailable, reason: .refused, "the fail-fast call whose retry's connect was refused")
+        try await Task.sleep(for: .milliseconds(200))
+        try context.expect(calls[1].recorder.status == nil && calls[2].recorder.status == nil, "a wait-for-ready call ended at the refused connect: \(String(describing: calls[1].recorder.status)), \(String(describing: calls[2].recorder.status))")
+        let cancelled = ContinuousClock.now
+        calls[2].call.cancel()
+        let cancelStatus = try await context.status(of: calls[2].recorder, "the cancelled wait-for-ready call", seconds: 2)
+        try context.expectStatus(cancelStatus, code: .cancelled, reason: .callCancelled, "the wait-for-ready call cancelled while its retry waited")
+        context.record("cancel", ContinuousClock.now - cancelled)
+        let deadline = try await context.status(of: calls[1].recorder, "the wait-for-ready call with a deadline", seconds: 10)
+        try context.expectStatus(deadline, code: .deadlineExceeded, reason: .timedOut, "the wait-for-ready call whose retry waited past its deadline")
+        for (index, held) in calls.enumerated() { try context.expectWellBehaved(held.recorder, "call \(index + 1)") }
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        context.log("fail-fast: \(describe(failFast.error!)); cancelled: \(describe(cancelStatus.error!)); deadline: \(describe(deadline.error!))")
+    }
 }
 
 /// Accepts the channel's connection as a raw HTTP/2 server and sends its SETTINGS.
