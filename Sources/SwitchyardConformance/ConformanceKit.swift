@@ -156,6 +156,11 @@ public enum ConformanceKit {
         .backoffTimingWithFixedSeed,           // 76
         .keepaliveFindsBlackHole,              // 77
         .goAwayDrainsCalls,                    // 78
+        .refusedStreamIsRetried,               // 79
+        .goAwayUnprocessedStreamIsRetried,     // 80
+        .answeredRefusedStreamIsNotRetried,    // 81
+        .refusalPastRetryBufferIsNotRetried,   // 82
+        .retryFollowsCallOptions,              // 83
     ]
 
     /// The scenario named `name`, if any.
