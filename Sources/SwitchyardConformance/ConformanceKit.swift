@@ -161,6 +161,7 @@ public enum ConformanceKit {
         .answeredRefusedStreamIsNotRetried,    // 81
         .refusalPastRetryBufferIsNotRetried,   // 82
         .retryFollowsCallOptions,              // 83
+        .goAwayWaitingCallIsRetried,           // 84
     ]
 
     /// The scenario named `name`, if any.

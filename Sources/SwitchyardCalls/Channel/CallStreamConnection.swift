@@ -375,10 +375,15 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     /// Client: the stream may open now (the channel's connection had it wait), or never
     /// (`refusal`): the writes the call made meanwhile follow, or fail.
-    func openWaitingStream(refusal: TransportError?) {
+    func openWaitingStream(refusal: TransportError?, retryable: Bool = false) {
         guard let fields = waitingFields else { return }
         waitingFields = nil
         if let refusal {
+            // Never sent: a retry replays every write it kept, so the deferred ones go.
+            if retryable, retryState != nil, retryAfterRefusal() {
+                deferred = []
+                return
+            }
             streamEnded(refusal)
         } else if ending == nil {
             _ = openStream(fields, completion: nil)

@@ -5,7 +5,8 @@ import Switchyard
 /// application: a stream the server refused (RST_STREAM `REFUSED_STREAM`), or one above
 /// the last stream of a GOAWAY (the HTTP/2 layer reports both as a reset the peer did not
 /// process), from which the call received nothing (no response headers, no data, no
-/// trailers). Such a call starts again, once, on a stream of the channel's connection (a
+/// trailers); and a call still waiting for the server's stream limit when a GOAWAY
+/// comes (it never left the client). Such a call starts again, once, on a stream of the channel's connection (a
 /// new connection if that one is going away), and its metadata and every message and
 /// half-close it wrote are sent again, in order. Its handler never sees it.
 ///

@@ -237,6 +237,68 @@ extension ConformanceScenario {
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
         context.log("fail-fast: \(describe(failFast.error!)); cancelled: \(describe(cancelStatus.error!)); deadline: \(describe(deadline.error!))")
     }
+
+    /// 84. A call waiting for the server's stream limit when a GOAWAY comes is retried.
+    public static let goAwayWaitingCallIsRetried = ConformanceScenario(
+        "A call that waits for the server's stream limit (SETTINGS_MAX_CONCURRENT_STREAMS 1) when the server sends GOAWAY never left the client: it starts on a second connection and ends OK there, while the call on the first connection's stream finishes on it",
+        checklist: ["E6", "F8"], timeLimit: .seconds(60)
+    ) { context in
+        let listener = try await context.listen()
+        defer { listener.close() }
+        let channel = CallChannel(target: context.endpoint(of: listener), transport: context.client)
+        defer { channel.close() }
+        let reply = ConformancePattern.bytes(count: 50, seed: 84_100)
+        @Sendable func answer(_ peer: RawHTTP2Peer) -> [UInt8] {
+            peer.headers(1, RawHTTP2Peer.responseHeaders, endStream: false) + peer.data(1, RawHTTP2Peer.message(reply), endStream: false)
+                + peer.headers(1, [HPACKField("grpc-status", "0")], endStream: true)
+        }
+        // Call A takes the one stream the server allows.
+        let a = CallRecorder()
+        let callA = try await context.startCall(on: channel, handler: a)
+        callA.send(ConformancePattern.bytes(count: 100, seed: 84_000))
+        callA.finishSending()
+        let first = RawHTTP2Peer(try await context.accept(from: listener), client: false)
+        defer { first.close() }
+        var limit: [UInt8] = []
+        H2FrameEncoder.encode(.settings([H2Setting(.maxConcurrentStreams, 1)]), into: &limit)
+        let settings = limit
+        try await context.step("the first raw server's SETTINGS, a limit of one stream") { try await first.send(settings) }
+        _ = try await context.step("the first raw server reading call A on stream 1") { try await first.readToEnd(of: 1) }
+        try await context.step("the client acknowledging the limit") {
+            try await first.readUntil("the client's SETTINGS ACK") { first.settingsAcknowledged }
+        }
+        // Call B waits for the limit: stream 1 is open.
+        let b = CallRecorder()
+        let message = ConformancePattern.bytes(count: 200, seed: 84_001)
+        let callB = try await context.startCall(on: channel, handler: b)
+        callB.send(message)
+        callB.finishSending()
+        try await context.barrier(on: callB.eventLoop, "after call B's writes")
+        // GOAWAY(1): stream 1 is processed, nothing above it is.
+        var goAway: [UInt8] = []
+        H2FrameEncoder.encode(.goAway(lastStreamID: H2StreamID(1), .noError, debugData: []), into: &goAway)
+        let frames = goAway
+        try await context.step("the first raw server sending GOAWAY(1)") { try await first.send(frames) }
+        let second = try await acceptRawServer(context, listener)
+        defer { second.close() }
+        let answerA = answer(first)
+        try await context.step("the first raw server answering call A") { try await first.send(answerA) }
+        try context.expectOK(try await context.status(of: a, "call A, on the first connection", quiet: quietLimit), "call A")
+        let retried = try await context.step("the second raw server reading call B", seconds: 20) { try await second.readToEnd(of: 1) }
+        try context.expect(retried.reset == nil, "call B's stream on the second connection was reset: \(retried.summary)")
+        guard let replayed = retried.messages else { try context.fail("call B's DATA (\(retried.data.count) bytes) is not whole gRPC messages") }
+        try context.expectEqual(replayed.count, 1, "messages of call B on the second connection")
+        try context.expectBytes(replayed.first ?? [], message, "call B's message on the second connection")
+        let answerB = answer(second)
+        try await context.step("the second raw server answering call B") { try await second.send(answerB) }
+        try context.expectOK(try await context.status(of: b, "call B, after the GOAWAY", quiet: quietLimit), "call B")
+        try context.expectBytes(b.snapshot.messages.first ?? [], reply, "the reply to call B")
+        try context.expectWellBehaved(a, "call A")
+        try context.expectWellBehaved(b, "call B")
+        try context.expectEqual(first.streams.keys.filter { $0 % 2 == 1 }.sorted(), [1], "the streams the client opened on the first connection")
+        try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
+        context.log("call B waited for the stream limit; GOAWAY(1) sent it to a second connection, where it ended OK")
+    }
 }
 
 /// Accepts the channel's connection as a raw HTTP/2 server and sends its SETTINGS.
