@@ -86,8 +86,6 @@ package final class H2Connection: @unchecked Sendable {
     /// Holds on writing (``holdWrites()``): while above zero, frames gather in
     /// `writeBuffer`.
     private var writeHolds = 0
-    /// Writes made so far (each one `Connection` write of gathered frames).
-    package private(set) var writesMade: UInt64 = 0
     private var streams: [H2StreamID: any H2StreamDelegate] = [:]
     private var delegate: (any H2ConnectionDelegate)?
     /// The completions of data not yet written, by token, with their stream: a stream
@@ -425,7 +423,6 @@ package final class H2Connection: @unchecked Sendable {
                     if closeAfter { self.close(with: error ?? self.closingError) }
                 }
             }
-            writesMade &+= 1
             writeBuffer.withUnsafeBytes { connection.write(borrowing: $0, completion: completion) }
             writeBuffer.removeAll(keepingCapacity: true)
         } else if closeAfter {
