@@ -622,9 +622,13 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     func scheduleDelivery() {
         guard reading, !inbound.isEmpty || (peerEnded && !readEndReported), !deliverScheduled else { return }
         deliverScheduled = true
+        // What the call answers to this delivery gathers with the rest of the read that
+        // brought it, and leaves in one write once the last delivery of it ran.
+        h2.holdWrites()
         eventLoop.execute {
             self.deliverScheduled = false
             self.deliver()
+            self.h2.releaseWrites()
         }
     }
 
