@@ -17,7 +17,7 @@ struct LifecycleRegistrationTests {
         registration.cancel()
         // The probe sees a side table where there is one: a weak reference makes it.
         let probe = InertConnection()
-        weak var weakProbe = probe
+        weak let weakProbe = probe
         #expect(InertConnection.hasSideTable(probe))
         withExtendedLifetime(weakProbe) {}
     }
