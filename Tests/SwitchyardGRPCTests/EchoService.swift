@@ -52,11 +52,11 @@ final class Probe: Sendable {
     }
 
     /// Polls `condition` every 10 ms for up to `seconds`.
-    func wait(seconds: Double = 5, until condition: (Probe) -> Bool) async throws -> Bool {
+    func wait(seconds: Double = 5, until condition: (Probe) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while ContinuousClock.now < deadline {
             if condition(self) { return true }
-            try await Task.sleep(for: .milliseconds(10))
+            try? await Task.sleep(for: .milliseconds(10))
         }
         return condition(self)
     }
