@@ -569,11 +569,13 @@ let package = Package(
             swiftSettings: strict
         ),
         // A GRPCClient and a GRPCServer over SwitchyardGRPC's transports, on bsd, libuv and
-        // memory, plain and over TLS.
+        // memory, plain and over TLS; the SwitchyardGRPC article's examples.
         .testTarget(
             name: "SwitchyardGRPCTests",
             dependencies: [
                 "Switchyard", "SwitchyardCalls", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                // The article's example picks its backend by name.
+                "SwitchyardBackends",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
             ],
             swiftSettings: strict

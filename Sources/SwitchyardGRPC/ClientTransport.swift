@@ -8,7 +8,7 @@ import Synchronization
 /// (any backend's, or a `TLSTransport` over one).
 ///
 /// ```swift
-/// let transport = try BackendRegistry.shared.transport(named: "bsd")
+/// let transport = try Backends.makeTransport(named: "bsd")
 /// try await withGRPCClient(
 ///     transport: .switchyard(target: Endpoint(host: "127.0.0.1", port: 50051), transport: transport)
 /// ) { client in

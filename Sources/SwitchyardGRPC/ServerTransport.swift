@@ -8,7 +8,7 @@ import Synchronization
 /// (any backend's, or a `TLSTransport` over one).
 ///
 /// ```swift
-/// let transport = try BackendRegistry.shared.transport(named: "libuv")
+/// let transport = try Backends.makeTransport(named: "libuv")
 /// let server = GRPCServer(
 ///     transport: .switchyard(address: Endpoint(host: "127.0.0.1", port: 0), transport: transport),
 ///     services: [EchoService()])

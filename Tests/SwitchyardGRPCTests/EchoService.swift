@@ -86,6 +86,8 @@ struct EchoService: RegistrableRPCService {
 
     let probe: Probe
 
+    init(probe: Probe = Probe()) { self.probe = probe }
+
     func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
         let coder = BytesCoder()
         let probe = self.probe
