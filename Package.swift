@@ -573,7 +573,7 @@ let package = Package(
         .testTarget(
             name: "SwitchyardGRPCTests",
             dependencies: [
-                "Switchyard", "SwitchyardCalls", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
                 // The article's example picks its backend by name.
                 "SwitchyardBackends",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
