@@ -29,6 +29,9 @@ let package = Package(
         // TLS over any backend's connections, on the system OpenSSL 3 (libssl-dev). Only
         // what imports it needs libssl-dev.
         .library(name: "SwitchyardTLS", targets: ["SwitchyardTLS"]),
+        // A grpc-swift 2 transport (GRPCCore's ClientTransport and ServerTransport) on the
+        // calls engine, over any backend's Transport. The one product that links GRPCCore.
+        .library(name: "SwitchyardGRPC", targets: ["SwitchyardGRPC"]),
         // A backend library for the loading tests: bsd exported through the C entry point
         // under the name "bsd-loaded" (Tests/Fixtures/BSDLoaded). Not for use.
         .library(name: "SwitchyardBSDLoadedFixture", type: .dynamic, targets: ["SwitchyardBSDLoadedFixture"]),
@@ -73,6 +76,10 @@ let package = Package(
         // The tests start child processes (the tools, scripts, helpers) with it.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // GRPCCore's transport protocols, for SwitchyardGRPC only: the one product that links
+        // it. The core and the calls engine never depend on GRPCCore (they speak gRPC's wire
+        // themselves); a user who takes no SwitchyardGRPC builds none of it.
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
     ],
     targets: [
         // The core: the contracts (transport, connection, listener, endpoints, errors, the
@@ -281,6 +288,18 @@ let package = Package(
         .target(
             name: "SwitchyardTLS",
             dependencies: ["Switchyard", "SwitchyardBackendKit", "CSwitchyardOpenSSL"],
+            swiftSettings: strict
+        ),
+        // GRPCCore's ClientTransport and ServerTransport on CallChannel and CallServer: a
+        // GRPCClient or GRPCServer over any Transport the user passes (a backend's, or a
+        // TLSTransport over one). Depends on no backend and not on SwitchyardTLS.
+        .target(
+            name: "SwitchyardGRPC",
+            dependencies: [
+                "Switchyard", "SwitchyardCalls",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
             swiftSettings: strict
         ),
         // The conformance kit: scenarios any backend runs. Imports no test framework.
@@ -547,6 +566,18 @@ let package = Package(
         .testTarget(
             name: "SwitchyardTLSTests",
             dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
+            swiftSettings: strict
+        ),
+        // A GRPCClient and a GRPCServer over SwitchyardGRPC's transports, on bsd, libuv and
+        // memory, plain and over TLS; the SwitchyardGRPC article's examples.
+        .testTarget(
+            name: "SwitchyardGRPCTests",
+            dependencies: [
+                "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                // The article's example picks its backend by name.
+                "SwitchyardBackends",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -74,6 +74,18 @@ let package = Package(
             ],
             path: "Drivers/soak"
         ),
+        // Calls over a link with a 20 ms round trip (rtt/run): the server and the client
+        // that times the first call and the ones after it, plaintext and TLS.
+        .executableTarget(
+            name: "rtt-probe",
+            dependencies: [
+                .product(name: "Switchyard", package: "switchyard"),
+                .product(name: "SwitchyardCalls", package: "switchyard"),
+                .product(name: "SwitchyardBackends", package: "switchyard"),
+                .product(name: "SwitchyardTLS", package: "switchyard"),
+            ],
+            path: "rtt/probe"
+        ),
         // Microbenchmarks of the hot pieces, checked against Thresholds/ by ./check-thresholds.
         .executableTarget(
             name: "SwitchyardMicro",

@@ -28,7 +28,10 @@ public import Switchyard
 /// While the category is `ConnectivityCategory/none` a new call fails at once
 /// with `unavailable`, reason `no connectivity`. When the connection breaks, every call
 /// on it ends `unavailable`, and the next call connects afresh; when the server says
-/// GOAWAY, the calls it took go on and new ones use a new connection.
+/// GOAWAY, the calls it took go on and new ones use a new connection. A call the server
+/// did not process (its stream refused with `REFUSED_STREAM`, or above the GOAWAY's last
+/// stream) and that heard nothing from it is retried once, transparently, on the
+/// channel's connection of the moment (gRPC's A6; ``ChannelConfiguration/retryBufferSize``).
 public final class CallChannel: Sendable {
     public let target: Endpoint
     public let transport: any Transport
@@ -134,7 +137,12 @@ public final class CallChannel: Sendable {
         if let timeout = options.timeout { head.timeout = GRPCTimeout(rounding: timeout) }
         let fields = try head.fields()
         let lease = try await slot.connection(waitForReady: options.waitForReady, deadline: deadline)
-        let stream = CallStreamConnection(client: lease.connection, requestFields: fields)
+        // gRPC's A6 (Channel/TransparentRetry.swift): a call the server refused unprocessed
+        // starts again once, on the connection the channel has then.
+        let retry = configuration.retryBufferSize > 0
+            ? TransparentRetry(lease: lease, slot: slot, waitForReady: options.waitForReady, deadline: deadline, bufferSize: configuration.retryBufferSize)
+            : nil
+        let stream = CallStreamConnection(client: lease.connection, requestFields: fields, retry: retry)
         let call = Call(role: .client, connection: stream, options: options, method: method, metadata: metadata)
         let callObserver = self.callObserver
         let slot = self.slot
@@ -142,7 +150,7 @@ public final class CallChannel: Sendable {
             deadline?.disarm()
             callObserver.ended(call, status: status, logger: options.logger)
             self?.forget(call)
-            slot.callEnded(on: lease.id)
+            slot.callEnded(on: retry?.leaseID ?? lease.id)
         }
         guard calls.insertIfOpen(call) else {
             slot.callEnded(on: lease.id)

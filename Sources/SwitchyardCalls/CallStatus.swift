@@ -18,8 +18,10 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { error.map { "\($0)" } ?? "ok" }
 
-    /// The trailer payload: the code (gRPC numbering, 0 for OK), the reason's length and
-    /// bytes, then the message.
+    /// The trailer payload: the code (gRPC numbering, 0 for OK: the exact gRPC code an
+    /// error made from a gRPC status holds in its native error, so that `ALREADY_EXISTS`,
+    /// `OUT_OF_RANGE`, `DATA_LOSS` and `UNAUTHENTICATED` pass between a call and its
+    /// stream unchanged), the reason's length and bytes, then the message.
     public var encoded: [UInt8] {
         guard let error else { return [0, 0] }
         // At most 255 bytes, cut at a character boundary so it stays valid UTF-8.
@@ -29,7 +31,7 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
             if reason.count + bytes.count > 255 { break }
             reason += bytes
         }
-        return [error.code.wireValue, UInt8(reason.count)] + reason + Array(error.message.utf8)
+        return [UInt8(GRPCStatusCode(error).rawValue), UInt8(reason.count)] + reason + Array(error.message.utf8)
     }
 
     /// Decodes a trailer payload.
@@ -44,7 +46,18 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
             self = .ok
             return
         }
-        guard let code = TransportError.Code(wireValue: payload[0]) else { throw bad("unknown code \(payload[0])") }
+        // A gRPC code without a `TransportError.Code` of its own (GRPCStatusCode's table)
+        // takes the nearest and keeps the exact one as the native error.
+        var native: TransportError.NativeError?
+        let code: TransportError.Code
+        if let exact = TransportError.Code(wireValue: payload[0]) {
+            code = exact
+        } else if let grpc = GRPCStatusCode(rawValue: Int(payload[0])), let nearest = grpc.transportCode {
+            code = nearest
+            native = .init(domain: .grpc, code: Int32(grpc.rawValue), name: grpc.name)
+        } else {
+            throw bad("unknown code \(payload[0])")
+        }
         let reasonLength = Int(payload[1])
         guard payload.count >= 2 + reasonLength else {
             throw bad("the reason's length \(reasonLength) runs past the frame's \(payload.count) bytes")
@@ -53,6 +66,6 @@ public struct CallStatus: Sendable, Hashable, CustomStringConvertible {
             throw bad("the reason is not UTF-8")
         }
         let message = String(decoding: payload[(2 + reasonLength)...], as: UTF8.self)
-        self.init(error: TransportError(code: code, reason: .init(reason), message: message))
+        self.init(error: TransportError(code: code, reason: .init(reason), message: message, native: native))
     }
 }

@@ -156,6 +156,12 @@ public enum ConformanceKit {
         .backoffTimingWithFixedSeed,           // 76
         .keepaliveFindsBlackHole,              // 77
         .goAwayDrainsCalls,                    // 78
+        .refusedStreamIsRetried,               // 79
+        .goAwayUnprocessedStreamIsRetried,     // 80
+        .answeredRefusedStreamIsNotRetried,    // 81
+        .refusalPastRetryBufferIsNotRetried,   // 82
+        .retryFollowsCallOptions,              // 83
+        .goAwayWaitingCallIsRetried,           // 84
     ]
 
     /// The scenario named `name`, if any.

@@ -48,8 +48,19 @@ package protocol H2ConnectionDelegate: AnyObject {
 ///
 /// Everything runs on the connection's loop; methods must be called there (the calls
 /// module hops first). Bytes read are decoded into frames and fed to the state machine;
-/// what it has to send is encoded into one buffer per turn and written borrowed (the
-/// backend copies only what the kernel does not take at once).
+/// what it has to send is encoded into one buffer and written borrowed (the backend
+/// copies only what the kernel does not take at once).
+///
+/// Write coalescing: while writes are held (``holdWrites()``), frames are encoded into
+/// that buffer and not written; the release of the last hold writes them all in one
+/// write. Handling a read holds writes until it is done, and the calls module holds
+/// them from the moment it schedules a delivery of what was read until that delivery
+/// ran (later in the same loop turn), so the answers to everything one read brought (a
+/// unary call's HEADERS, DATA and trailers, the echoes of pipelined messages, their
+/// WINDOW_UPDATEs) leave in one write. Nothing waits for a timer or a later turn: with
+/// no hold, a frame is written at once, as is everything once the connection is
+/// closing. Write completions (``sendData(_:_:endStream:completion:)``) still run only
+/// once the write that carries their last byte is in the kernel.
 ///
 /// Backpressure: while more than ``writeHighWater`` bytes wait in the connection's write
 /// queue (the peer is not reading), the connection stops reading, so a peer cannot make
@@ -70,6 +81,11 @@ package final class H2Connection: @unchecked Sendable {
     private var events: [H2Event] = []
     private var outbound: [H2Outbound] = []
     private var writeBuffer: [UInt8] = []
+    /// The completions of data encoded into `writeBuffer` and not yet written.
+    private var gatheredCompletions: [WriteCompletion] = []
+    /// Holds on writing (``holdWrites()``): while above zero, frames gather in
+    /// `writeBuffer`.
+    private var writeHolds = 0
     private var streams: [H2StreamID: any H2StreamDelegate] = [:]
     private var delegate: (any H2ConnectionDelegate)?
     /// The completions of data not yet written, by token, with their stream: a stream
@@ -227,10 +243,31 @@ package final class H2Connection: @unchecked Sendable {
         flush()
     }
 
+    // MARK: coalescing
+
+    /// Holds writing: frames gather until every hold is released
+    /// (``releaseWrites()``), then leave in one write. For work that will run later in
+    /// this loop turn and send frames (the delivery of what a read brought); a hold must
+    /// be released in the same turn. On the loop.
+    package func holdWrites() {
+        writeHolds += 1
+    }
+
+    /// Releases a hold of ``holdWrites()``; the last one writes what gathered.
+    package func releaseWrites() {
+        precondition(writeHolds > 0, "H2Connection.releaseWrites without a hold (a bug in its caller)")
+        writeHolds -= 1
+        guard writeHolds == 0, !closed else { return }
+        writeGathered()
+        updateReading()
+    }
+
     /// Closes the connection now; every open stream ends with `error` (nil: closed
     /// locally, `cancelled`/`closed`), and the delegate hears `error`.
     package func close(with error: TransportError?) {
         guard !closed else { return }
+        // What gathered goes first, as it would have without coalescing.
+        if !writeBuffer.isEmpty { writeGathered(closeAfter: false) }
         connection.close()
         didClose(error)
     }
@@ -239,6 +276,9 @@ package final class H2Connection: @unchecked Sendable {
 
     fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
         guard !closed, !closing else { return }
+        // What the frames of this read make this side send leaves in one write, at the
+        // end (or once the deliveries it scheduled ran).
+        writeHolds += 1
         decoder.append(bytes)
         let now = ContinuousClock.now
         lastReadAt = now
@@ -266,6 +306,7 @@ package final class H2Connection: @unchecked Sendable {
             dispatchEvents()
         }
         flush()
+        releaseWrites()
     }
 
     private func dispatchEvents() {
@@ -326,8 +367,8 @@ package final class H2Connection: @unchecked Sendable {
         events.removeAll(keepingCapacity: true)
     }
 
-    /// Writes what the state machine has to send, as one borrowed write; closes the
-    /// connection after it when closing.
+    /// Encodes what the state machine has to send into the write buffer and writes it,
+    /// unless writes are held (``holdWrites()``) and the connection is not closing.
     private func flush() {
         guard !closed else { return }
         if !blockedOnWrites {
@@ -336,7 +377,6 @@ package final class H2Connection: @unchecked Sendable {
         // Events no frame brought in: a stream closed by our END_STREAM going out, the
         // end of a graceful drain.
         machine.takeEvents(into: &events)
-        var done: [WriteCompletion] = []
         for item in outbound {
             switch item.frame {
             case .headers, .data: headersOrDataFramesSent &+= 1
@@ -344,7 +384,7 @@ package final class H2Connection: @unchecked Sendable {
             }
             H2FrameEncoder.encode(item.frame, into: &writeBuffer)
             for token in item.writeTokens {
-                if let entry = completions.removeValue(forKey: token) { done.append(entry.completion) }
+                if let entry = completions.removeValue(forKey: token) { gatheredCompletions.append(entry.completion) }
             }
         }
         outbound.removeAll(keepingCapacity: true)
@@ -353,13 +393,32 @@ package final class H2Connection: @unchecked Sendable {
         } else {
             idleSince = nil
         }
-        let closeAfter = closing
+        if writeHolds == 0 || closing {
+            writeGathered()
+            if closed { return }
+        }
+        updateReading()
+        if !events.isEmpty && !dispatching {
+            dispatchEvents()
+            // What the delegates did in answer.
+            if !closed { flush() }
+        }
+    }
+
+    /// Writes the gathered frames as one borrowed write, their completions run once it
+    /// is in the kernel; with `closeAfter` (the connection is closing), closes the
+    /// connection after it, or at once when nothing gathered.
+    private func writeGathered(closeAfter: Bool? = nil) {
+        guard !closed else { return }
+        let closeAfter = closeAfter ?? closing
         if !writeBuffer.isEmpty {
             let completion: WriteCompletion?
-            if done.isEmpty && !closeAfter {
+            if gatheredCompletions.isEmpty && !closeAfter {
                 completion = nil
             } else {
-                completion = { [done] error in
+                let done = gatheredCompletions
+                gatheredCompletions = []
+                completion = { error in
                     for report in done { report(error) }
                     if closeAfter { self.close(with: error ?? self.closingError) }
                 }
@@ -368,13 +427,6 @@ package final class H2Connection: @unchecked Sendable {
             writeBuffer.removeAll(keepingCapacity: true)
         } else if closeAfter {
             close(with: closingError)
-            return
-        }
-        updateReading()
-        if !events.isEmpty && !dispatching {
-            dispatchEvents()
-            // What the delegates did in answer.
-            if !closed { flush() }
         }
     }
 
@@ -405,6 +457,10 @@ package final class H2Connection: @unchecked Sendable {
         endStreams(why)
         for (_, entry) in completions { entry.completion(why) }
         completions.removeAll()
+        // Encoded but never written (the connection closed while writes were held).
+        let gathered = gatheredCompletions
+        gatheredCompletions = []
+        for completion in gathered { completion(why) }
         adapter = nil
         let delegate = self.delegate
         self.delegate = nil

@@ -129,4 +129,53 @@ struct CallMetadataTests {
         }
         await client.shutdownNow()
     }
+
+    @Test("A server's metadata gRPC cannot carry is refused, not dropped: response metadata fails its send and the call goes on; trailing metadata ends the call internal on both sides")
+    func unsendableServerMetadata() async throws {
+        let (client, server) = try Self.transports()
+        var nonASCII = CallMetadata()
+        try nonASCII.addString("café", forKey: "menu")
+        var valid = CallMetadata()
+        try valid.addString("yes", forKey: "served")
+        let (refused, sent) = (nonASCII, valid)
+        let errors = Mutex<[TransportError]>([])
+        let callServer = try await CallServer.start(transport: server, on: Endpoint(host: "127.0.0.1", port: 0)) { call in
+            do {
+                try await call.sendResponseMetadata(refused)
+            } catch let error as TransportError {
+                errors.withLock { $0.append(error) }
+            }
+            // Refused, nothing went out: the call may still send its metadata.
+            try await call.sendResponseMetadata(sent)
+            try await call.write([7])
+            call.setTrailingMetadata(refused)
+            do {
+                try await call.finish(.ok)
+            } catch let error as TransportError {
+                errors.withLock { $0.append(error) }
+            }
+            return .ok
+        }
+        let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: callServer.localAddress.port), transport: client)
+        let (response, messages, trailing, status) = try await channel.withCall(method: "/svc/Echo") { call in
+            try await call.finishSending()
+            var messages: [[UInt8]] = []
+            do {
+                for try await message in call.messages { messages.append(message) }
+            } catch {}
+            let status = await call.status()
+            return (call.responseMetadata, messages, call.trailingMetadata, status)
+        }
+        #expect(response == valid, "\(response)")
+        #expect(messages == [[7]])
+        #expect(trailing.isEmpty, "\(trailing)")
+        #expect(status.error?.code == .internal && status.error?.reason == .invalidMetadata, "\(status)")
+        #expect(status.error?.message.contains("menu") == true, "\(status)")
+        let seen = errors.withLock { $0 }
+        #expect(seen.count == 2, "\(seen)")
+        #expect(seen.allSatisfy { $0.code == .invalidArgument && $0.reason == .invalidMetadata && $0.message.contains("menu") }, "\(seen)")
+        callServer.close()
+        await client.shutdownNow()
+        await server.shutdownNow()
+    }
 }

@@ -22,9 +22,9 @@ import Synchronization
 /// (counter; `monitor` = `netlink`, `category` = the new category), see
 /// `NetlinkConnectivityMonitor`.
 ///
-/// With no metrics backend bootstrapped, swift-metrics hands out no-op handlers and the
-/// buffered-bytes sampler does not run: the cost is a no-op call per connection open and
-/// close, none per message.
+/// With no metrics backend bootstrapped, swift-metrics hands out no-op handlers, the
+/// observer makes no metric call at all (it asks ``isRecording``, decided once) and the
+/// buffered-bytes sampler does not run: no cost per connection, none per message.
 public final class TransportMetrics: Sendable {
     /// The `backend` dimension.
     public let backend: String
@@ -48,6 +48,9 @@ public final class TransportMetrics: Sendable {
     public init(backend: String, factory: any MetricsFactory = MetricsSystem.factory) {
         self.backend = backend
         self.factory = factory
+        self.recording = !(factory is NOOPMetricsHandler)
+        closedLocal = Counter(
+            label: "switchyard_connections_closed_total", dimensions: [("backend", backend), ("reason", "local")], factory: factory)
         let dimensions = [("backend", backend)]
         opened = (
             Counter(label: "switchyard_connections_opened_total", dimensions: dimensions + [("direction", "inbound")], factory: factory),
@@ -67,11 +70,17 @@ public final class TransportMetrics: Sendable {
 
     /// Whether a metrics backend is bootstrapped (the factory is not swift-metrics' no-op
     /// one): what starts the buffered-bytes sampler.
-    public var isRecording: Bool { !(factory is NOOPMetricsHandler) }
+    public var isRecording: Bool { recording }
+    /// ``isRecording``, decided once: observers skip every metric call when it is false.
+    let recording: Bool
+    /// The closed-by-reason counter of connections that ended by a local close or reset
+    /// (`reason` = `local`), the common end, made up front so it takes no lock.
+    let closedLocal: Counter
 
     /// The closed-by-reason counter for `reason`.
     func closed(reason: String) -> Counter {
-        counter(reason, \.closed, label: "switchyard_connections_closed_total")
+        if reason == "local" { return closedLocal }
+        return counter(reason, \.closed, label: "switchyard_connections_closed_total")
     }
 
     /// The connect-failure counter for `reason`.

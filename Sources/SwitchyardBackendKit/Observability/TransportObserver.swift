@@ -36,8 +36,10 @@ public final class TransportObserver: Sendable {
     /// A connection was registered: accepted (logs `accepted`) or connected (the connect
     /// logs `connected`).
     public func opened(_ connection: some Connection, accepted: Bool) {
-        (accepted ? metrics.opened.inbound : metrics.opened.outbound).increment()
-        metrics.openConnections.increment()
+        if metrics.recording {
+            (accepted ? metrics.opened.inbound : metrics.opened.outbound).increment()
+            metrics.openConnections.increment()
+        }
         if accepted { TransportLogging.accepted(connection, to: logger) }
     }
 
@@ -59,29 +61,31 @@ public final class TransportObserver: Sendable {
 
     /// A connect succeeded after `duration`.
     public func connected(_ connection: some Connection, after duration: Duration) {
-        metrics.connectDuration.recordNanoseconds(Self.nanoseconds(duration))
+        if metrics.recording { metrics.connectDuration.recordNanoseconds(Self.nanoseconds(duration)) }
         TransportLogging.connected(connection, after: duration, to: logger)
     }
 
     /// A connect to `endpoint` failed with `error`.
     public func connectFailed(to endpoint: Endpoint, _ error: TransportError) {
-        metrics.connectFailed(reason: error.reason.name).increment()
+        if metrics.recording { metrics.connectFailed(reason: error.reason.name).increment() }
         TransportLogging.connectFailed(to: endpoint, error, to: logger)
     }
 
     /// A registered connection ended with `error` (nil: a local close or reset), having
     /// received and sent these many bytes.
     public func ended(_ connection: some Connection, error: TransportError?, bytesReceived: Int, bytesSent: Int) {
-        metrics.openConnections.decrement()
-        metrics.closed(reason: TransportLogging.reason(of: error)).increment()
-        if bytesReceived > 0 { metrics.bytesReceived.increment(by: bytesReceived) }
-        if bytesSent > 0 { metrics.bytesSent.increment(by: bytesSent) }
         var detector: TransportMetrics.StallDetector?
         if let error, error.reason == .stalled {
             // The kernel's stall errors keep their errno (or libuv code); a backend's own
             // monitor has none to keep.
             detector = error.native == nil ? .tcpInfo : .kernel
-            (detector == .tcpInfo ? metrics.stalls.tcpInfo : metrics.stalls.kernel).increment()
+        }
+        if metrics.recording {
+            metrics.openConnections.decrement()
+            metrics.closed(reason: TransportLogging.reason(of: error)).increment()
+            if bytesReceived > 0 { metrics.bytesReceived.increment(by: bytesReceived) }
+            if bytesSent > 0 { metrics.bytesSent.increment(by: bytesSent) }
+            if let detector { (detector == .tcpInfo ? metrics.stalls.tcpInfo : metrics.stalls.kernel).increment() }
         }
         TransportLogging.closed(
             connection, error: error, stallDetector: detector, bytesReceived: bytesReceived, bytesSent: bytesSent,
@@ -94,7 +98,7 @@ public final class TransportObserver: Sendable {
     /// open-connection gauge (the host does not see them across the C interface) and
     /// without a stall detector (the error does not say which).
     public func endedAcrossInterface(_ connection: some Connection, error: TransportError?) {
-        metrics.closed(reason: TransportLogging.reason(of: error)).increment()
+        if metrics.recording { metrics.closed(reason: TransportLogging.reason(of: error)).increment() }
         TransportLogging.closed(connection, error: error, stallDetector: nil, bytesReceived: nil, bytesSent: nil, to: logger)
     }
 

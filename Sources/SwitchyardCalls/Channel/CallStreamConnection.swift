@@ -32,7 +32,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     let h2: H2Connection
     let role: Call.Role
     /// Client: the request's HEADERS (the channel made and checked them).
-    private let requestFields: [HPACKField]
+    let requestFields: [HPACKField]
     /// Client: the channel's connection, which opens the stream (at once, or when the
     /// server's stream limit lets it).
     private let owner: ChannelConnection?
@@ -40,13 +40,17 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     /// half-close the call made meanwhile, in order.
     private var waitingFields: [HPACKField]?
     private var deferred: [() -> Void] = []
-    /// The stream, once open (a client's opens with its headers frame).
-    private(set) var stream: H2StreamID?
+    /// The stream, once open (a client's opens with its headers frame); nil again once a
+    /// retry let go of it (TransparentRetry.swift).
+    var stream: H2StreamID?
+    /// Client: the call's writes kept for a transparent retry, then the retry
+    /// (TransparentRetry.swift); nil once the call can no longer be retried.
+    var retryState: StreamRetry?
 
     private var handler: (any ConnectionHandler)?
-    private var reading = false
+    var reading = false
     /// What the call has not read yet, in Switchyard's frames.
-    private var inbound: [UInt8] = []
+    var inbound: [UInt8] = []
     /// DATA octets in `inbound` (padding included): given back as window once read.
     private var unreadFlowControlled = 0
     /// Where inbound DATA is in gRPC's messages: octets of the current message's
@@ -55,17 +59,17 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private var prefixLength = 0
     private var bodyLeft = 0
     /// The peer ended its side: reported once `inbound` is read.
-    private var peerEnded = false
+    var peerEnded = false
     private var readEndReported = false
     /// The stream ended under the call (`nil` error: closed locally); reported at once.
-    private var ending: TransportError??
+    var ending: TransportError??
     private var closeReported = false
     /// This side ended its half (END_STREAM sent or queued).
     private var sentEnd = false
     /// Server: whether response headers went out (else the status is trailers-only).
     private var sentHeaders = false
     /// Client: whether response headers arrived (else an ending block is trailers-only).
-    private var receivedHeaders = false
+    var receivedHeaders = false
     /// Server: trailing metadata from a trailers frame, sent with the status.
     private var pendingTrailers = CallMetadata()
     private var deliverScheduled = false
@@ -78,12 +82,14 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     var remoteAddress: Endpoint { h2.connection.remoteAddress }
 
     /// Client: a stream to be opened with `requestFields` when the call writes its
-    /// headers frame.
-    init(client owner: ChannelConnection, requestFields: [HPACKField]) {
+    /// headers frame; with `retry`, the call is retried transparently if the server
+    /// refuses it unprocessed (TransparentRetry.swift).
+    init(client owner: ChannelConnection, requestFields: [HPACKField], retry: TransparentRetry? = nil) {
         self.h2 = owner.h2
         self.owner = owner
         self.role = .client
         self.requestFields = requestFields
+        self.retryState = retry.map(StreamRetry.init(shared:))
     }
 
     /// Server: the stream `stream` a client opened with a request for `method` carrying
@@ -125,28 +131,38 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         onLoop {
             self.reading = true
             self.scheduleDelivery()
+            self.retryState?.relayTarget?.startReading()
         }
     }
 
     func stopReading() {
-        onLoop { self.reading = false }
+        onLoop {
+            self.reading = false
+            self.retryState?.relayTarget?.stopReading()
+        }
     }
 
     func write(_ bytes: [UInt8], completion: WriteCompletion?) {
         onLoop {
+            var completion = completion
+            if self.retryState == nil {
+                completion = self.notInline(completion)
+            } else if self.retryTakes(bytes, &completion) {
+                return
+            }
             self.insideCall = true
-            self.send(frames: bytes, completion: self.notInline(completion))
+            self.send(frames: bytes, completion: completion)
             self.insideCall = false
         }
     }
 
     /// Whether a call into this connection runs: a completion never runs inside it
     /// (the `Connection` contract: at the end of the turn at the earliest).
-    private var insideCall = false
+    var insideCall = false
 
     /// `completion`, deferred to a later turn when it would run inside the call that
     /// gave it.
-    private func notInline(_ completion: WriteCompletion?) -> WriteCompletion? {
+    func notInline(_ completion: WriteCompletion?) -> WriteCompletion? {
         guard let completion else { return nil }
         return { error in
             if self.insideCall {
@@ -177,8 +193,14 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     func shutdownOutput(completion: WriteCompletion?) {
         onLoop {
+            var completion = completion
+            if self.retryState == nil {
+                completion = self.notInline(completion)
+            } else if self.retryTakes(nil, &completion) {
+                return
+            }
             self.insideCall = true
-            self.halfClose(completion: self.notInline(completion))
+            self.halfClose(completion: completion)
             self.insideCall = false
         }
     }
@@ -206,11 +228,17 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     func close() {
-        onLoop { self.end(code: self.sentEnd ? .noError : .cancel) }
+        onLoop {
+            self.retryState?.relayTarget?.close()
+            self.end(code: self.sentEnd ? .noError : .cancel)
+        }
     }
 
     func reset() {
-        onLoop { self.end(code: .cancel) }
+        onLoop {
+            self.retryState?.relayTarget?.reset()
+            self.end(code: .cancel)
+        }
     }
 
     /// Server: refuses the stream before any handler saw it (RST_STREAM REFUSED_STREAM):
@@ -347,10 +375,15 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     /// Client: the stream may open now (the channel's connection had it wait), or never
     /// (`refusal`): the writes the call made meanwhile follow, or fail.
-    func openWaitingStream(refusal: TransportError?) {
+    func openWaitingStream(refusal: TransportError?, retryable: Bool = false) {
         guard let fields = waitingFields else { return }
         waitingFields = nil
         if let refusal {
+            // Never sent: a retry replays every write it kept, so the deferred ones go.
+            if retryable, retryState != nil, retryAfterRefusal() {
+                deferred = []
+                return
+            }
             streamEnded(refusal)
         } else if ending == nil {
             _ = openStream(fields, completion: nil)
@@ -410,6 +443,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     /// already ended, then the call hears its connection closed.
     private func end(code: H2ErrorCode) {
         guard ending == nil else { return }
+        if retryState != nil { endRetry(TransportError(code: .cancelled, reason: .closed, message: "the call's stream was closed")) }
         if let stream { h2.resetStream(stream, code: code) }
         ending = .some(nil)
         inbound.removeAll()
@@ -419,7 +453,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     /// Tells the channel's connection, once, that this call's stream is over.
-    private func releaseStream() {
+    func releaseStream() {
         guard stream != nil, !released else { return }
         released = true
         owner?.streamEnded()
@@ -438,6 +472,8 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     func h2Stream(_ stream: H2StreamID, didReceiveHeaders fields: [HPACKField], endStream: Bool) {
         guard role == .client, ending == nil, !peerEnded else { return }
+        // The server answered: the call is never retried.
+        if retryState != nil { releaseRetry() }
         if endStream {
             let (status, trailing) = receivedHeaders ? GRPCResponse.readTrailers(fields) : GRPCResponse.readTrailersOnly(fields)
             deliverStatus(status, trailing)
@@ -478,6 +514,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             h2.consumed(stream, bytes: flowControlledLength)
             return
         }
+        if retryState != nil { releaseRetry() }
         if role == .client && !receivedHeaders {
             h2.consumed(stream, bytes: flowControlledLength)
             deliverStatus(protocolViolation("the server sent a message before its response headers"), CallMetadata())
@@ -557,6 +594,8 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
                 // The status is in: a reset after it changes nothing.
                 return
             }
+            // Unprocessed: the call may start again on another stream (TransparentRetry.swift).
+            if !processed, retryState != nil, retryAfterRefusal() { return }
             var error = CallStatus(resetWithHTTP2ErrorCode: code.rawValue).error
                 ?? TransportError(code: .internal, reason: .reset, message: "the stream was reset (\(code))")
             if !processed, error.reason != .streamRefused {
@@ -571,20 +610,25 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         }
     }
 
-    private func streamEnded(_ error: TransportError) {
+    func streamEnded(_ error: TransportError) {
         guard self.ending == nil else { return }
+        if retryState != nil { endRetry(error) }
         self.ending = .some(error)
         inbound.removeAll()
         failDeferred()
         reportClose()
     }
 
-    private func scheduleDelivery() {
+    func scheduleDelivery() {
         guard reading, !inbound.isEmpty || (peerEnded && !readEndReported), !deliverScheduled else { return }
         deliverScheduled = true
+        // What the call answers to this delivery gathers with the rest of the read that
+        // brought it, and leaves in one write once the last delivery of it ran.
+        h2.holdWrites()
         eventLoop.execute {
             self.deliverScheduled = false
             self.deliver()
+            self.h2.releaseWrites()
         }
     }
 

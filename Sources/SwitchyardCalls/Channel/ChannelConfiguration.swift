@@ -37,6 +37,21 @@ public struct ChannelConfiguration: Sendable, Hashable {
     /// one ping per 5 minutes by default, and none without a call open).
     public var keepalive: Keepalive?
 
+    /// Bytes of a call's request (its metadata and messages, as written) the channel keeps
+    /// until the server's first frame for the call, so that the call can be retried
+    /// transparently (gRPC's A6): default 256 KiB, gRPC's per-call retry buffer; 0 turns
+    /// transparent retry off.
+    ///
+    /// A call whose stream the server refused (RST_STREAM `REFUSED_STREAM`), or whose
+    /// stream is above the last stream of a GOAWAY, never reached the server's
+    /// application. If the call received nothing from the server, it starts again once on
+    /// a stream of the channel's connection (a new one if that one is going away), its
+    /// metadata and messages sent again; its handler sees nothing of it. A call that wrote
+    /// more than this before the server's first frame is not retried (its bytes are let go
+    /// of at once) and ends as it would without retry: `unavailable`, reason
+    /// `stream refused`. Set it on the configuration: the initializer leaves the default.
+    public var retryBufferSize: Int
+
     public init(
         maximumWaitingCalls: Int = 1000, authority: String? = nil, scheme: String = "http",
         backoff: ConnectionBackoff = ConnectionBackoff(), idleTimeout: Duration? = .seconds(30 * 60), keepalive: Keepalive? = nil
@@ -47,14 +62,15 @@ public struct ChannelConfiguration: Sendable, Hashable {
         self.backoff = backoff
         self.idleTimeout = idleTimeout
         self.keepalive = keepalive
+        self.retryBufferSize = 256 * 1024
     }
 
     /// Checks the values; every call of a channel made with values out of range fails
     /// with the error, before any connect.
     /// - Throws: `invalidArgument`, reason `invalid option`: a ``backoff`` that
     ///   ``ConnectionBackoff/validate()`` rejects, an ``idleTimeout`` that is not
-    ///   positive, a ``maximumWaitingCalls`` below 0, a ``keepalive`` out of range
-    ///   (``Keepalive/validate()``).
+    ///   positive, a ``maximumWaitingCalls`` or a ``retryBufferSize`` below 0, a
+    ///   ``keepalive`` out of range (``Keepalive/validate()``).
     public func validate() throws(TransportError) {
         try backoff.validate()
         try keepalive?.validate()
@@ -67,6 +83,11 @@ public struct ChannelConfiguration: Sendable, Hashable {
             throw TransportError(
                 code: .invalidArgument, reason: .invalidOption,
                 message: "invalid maximumWaitingCalls \(maximumWaitingCalls) (0 or more)")
+        }
+        guard retryBufferSize >= 0 else {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "invalid retryBufferSize \(retryBufferSize) (0 or more; 0 turns transparent retry off)")
         }
     }
 }

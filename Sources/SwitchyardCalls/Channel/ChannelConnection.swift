@@ -118,11 +118,15 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
         }
     }
 
-    private func failWaiting(_ error: TransportError) {
+    /// On the loop: the calls waiting for the server's stream limit will not open here.
+    /// With `retryable` (a GOAWAY: the connection is going away, not broken) they never
+    /// left the client and may start again on the channel's next connection
+    /// (TransparentRetry.swift); a broken connection ends them with it.
+    private func failWaiting(_ error: TransportError, retryable: Bool = false) {
         let failed = waiting[waitingHead...]
         waiting = []
         waitingHead = 0
-        for stream in failed { stream.openWaitingStream(refusal: error) }
+        for stream in failed { stream.openWaitingStream(refusal: error, retryable: retryable) }
     }
 
     /// Streams open on this connection (on the loop).
@@ -184,7 +188,7 @@ final class ChannelConnection: H2ConnectionDelegate, @unchecked Sendable {
             keepalive.peerSaidTooManyPings()
         }
         becameUnusable(.goingAway)
-        failWaiting(error)
+        failWaiting(error, retryable: true)
     }
 
     func h2Connection(_ connection: H2Connection, didReceivePing payload: UInt64) {}

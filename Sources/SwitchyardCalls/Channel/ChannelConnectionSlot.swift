@@ -159,6 +159,9 @@ final class ChannelConnectionSlot: Sendable {
         continuation?.resume(throwing: error)
     }
 
+    /// Whether the channel was let go of (nothing new starts).
+    var isReleased: Bool { state.withLock { $0.released } }
+
     /// A call handed `id` ended (or never started).
     func callEnded(on id: ConnectionID) {
         var after = AfterLock()

@@ -1,4 +1,6 @@
+import Glibc
 import Switchyard
+import Synchronization
 
 // Half-close, close, reset, shutdown: KitChecklist.md sections D, E and F.
 
@@ -120,6 +122,52 @@ extension ConformanceScenario {
             context.log("write \(attempts) failed with \(error)")
             client.close()
         }
+        // Data and the reset after it, met by the reader in one wakeup: the client's loop
+        // is held busy while the server writes and resets, so both are on the socket when
+        // it looks. The reset is reported, never an end of stream (libuv, for one, reports
+        // a short read in a wakeup that brought POLLHUP as an end of stream).
+        // A Unix-domain socket has no reset to send after data.
+        if !context.listensOnPaths {
+            let (client, server) = try await context.connectedRawPair()
+            let events = RecordingHandler(on: client)
+            _ = RecordingHandler(on: server)
+            client.startReading()
+            try await context.barrier(on: client.eventLoop, "after the client's startReading")
+            let hold = LoopHold()
+            client.eventLoop.execute { hold.hold() }
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client's loop is held") { hold.isHeld }
+            let data = ConformancePattern.bytes(count: 1000, seed: 707)
+            let written = try await context.write(data, on: server)
+            server.reset()
+            // The segments cross loopback or the namespaces' link while the client's loop is held.
+            try await Task.sleep(for: .milliseconds(50))
+            hold.release()
+            try context.expect(written == nil, "the server's write before its reset failed: \(written!)")
+            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client heard connectionDidClose after data and a reset in one wakeup", seen: events.seen) {
+                !events.snapshot.closes.isEmpty
+            }
+            let seen = events.snapshot
+            // Whether data that came before a reset is still read is the backend's choice
+            // (Linux keeps it readable; RFC 793 flushes it): what arrives is a prefix.
+            try context.expect(
+                seen.bytes.count <= data.count && seen.bytes[...] == data.prefix(seen.bytes.count),
+                "the client read \(seen.bytes.count) bytes that are not a prefix of the \(data.count) the server wrote before its reset")
+            try context.expectEqual(seen.readEnds, 0, "end-of-stream events on a connection the peer reset after writing")
+            try context.expectError(seen.closes[0], code: .unavailable, reason: .reset, "connectionDidClose after data and the peer's reset in one wakeup")
+            client.close()
+        }
+    }
+
+    /// Holds an event loop's thread (a task on it spins) until released.
+    private final class LoopHold: Sendable {
+        private let held = Atomic<Bool>(false)
+        private let released = Atomic<Bool>(false)
+        var isHeld: Bool { held.load(ordering: .acquiring) }
+        func hold() {
+            held.store(true, ordering: .releasing)
+            while !released.load(ordering: .acquiring) { sched_yield() }
+        }
+        func release() { released.store(true, ordering: .releasing) }
     }
 
     /// 10. Operations after a local close or shutdownOutput.

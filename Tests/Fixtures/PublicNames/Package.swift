@@ -33,6 +33,7 @@ let package = Package(
                 .product(name: "SwitchyardTransfer", package: "switchyard"),
                 .product(name: "SwitchyardServiceLifecycle", package: "switchyard"),
                 .product(name: "SwitchyardTLS", package: "switchyard"),
+                .product(name: "SwitchyardGRPC", package: "switchyard"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),

@@ -126,6 +126,7 @@ struct CallChannelConnectivityTests {
         for configuration in [
             ChannelConfiguration(idleTimeout: .zero),
             ChannelConfiguration(backoff: ConnectionBackoff(multiplier: 0.5)),
+            { var negative = ChannelConfiguration(); negative.retryBufferSize = -1; return negative }(),
         ] {
             let channel = CallChannel(target: Endpoint(host: "127.0.0.1", port: 9), transport: counting, configuration: configuration)
             let error = await #expect(throws: TransportError.self) { try await channel.startCall(handler: NoHandler()) }
