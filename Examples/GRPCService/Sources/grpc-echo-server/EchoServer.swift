@@ -8,6 +8,7 @@
 
 import ArgumentParser
 import EchoService
+import Glibc
 import GRPCCore
 import Switchyard
 import SwitchyardBackends
@@ -71,6 +72,9 @@ struct EchoServer: AsyncParsableCommand {
             group.addTask { try await server.serve() }
             let address = try await serverTransport.listeningAddress
             print("grpc-echo-server (\(Backends.selectedName(explicit: backend))) listening on \(host):\(address.port)")
+            // Standard output to a file or a pipe is block-buffered: a script waiting for
+            // this line must see it now.
+            fflush(nil)
             try await group.waitForAll()
         }
         await transport.shutdownNow()
