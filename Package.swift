@@ -576,6 +576,9 @@ let package = Package(
                 "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
                 // The article's example picks its backend by name.
                 "SwitchyardBackends",
+                // A real Wi-Fi to cellular switch in network namespaces: the netlink
+                // monitor, and transports made inside a namespace.
+                "SwitchyardNetlink", "SwitchyardPosix",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
             ],
             swiftSettings: strict
