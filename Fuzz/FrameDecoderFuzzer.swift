@@ -117,7 +117,8 @@ private func checkStatusPayload(_ payload: [UInt8]) {
               "CallStatus(decoding: \(hex(payload))) threw \(error), not internal/protocol violation")
         // A payload it rejects must really be malformed.
         let malformed = payload.count < 2
-            || (payload[0] != 0 && TransportError.Code(wireValue: payload[0]) == nil)
+            || (payload[0] != 0 && TransportError.Code(wireValue: payload[0]) == nil
+                && GRPCStatusCode(rawValue: Int(payload[0]))?.transportCode == nil)
             || (payload[0] != 0 && payload.count < 2 + Int(payload[1]))
             || (payload[0] != 0 && String(validating: payload[2..<(2 + Int(payload[1]))], as: UTF8.self) == nil)
         check(malformed, "CallStatus(decoding: \(hex(payload))) rejected a well-formed status: \(error)")
@@ -128,7 +129,9 @@ private func checkStatusPayload(_ payload: [UInt8]) {
         check(status.isOK, "code 0 did not decode as OK: \(status)")
     } else {
         guard let error = status.error else { fatalError("code \(payload[0]) decoded as OK") }
-        check(error.code.wireValue == payload[0], "code \(payload[0]) decoded as \(error.code)")
+        // A gRPC code without a Switchyard code of its own decodes as the nearest, the
+        // exact one kept as the native error: either way it encodes as it came.
+        check(GRPCStatusCode(error).rawValue == Int(payload[0]), "code \(payload[0]) decoded as \(error.code) (native \(String(describing: error.native)))")
     }
     let encoded = status.encoded
     let again: CallStatus
