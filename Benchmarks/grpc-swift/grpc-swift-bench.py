@@ -152,7 +152,7 @@ def measure_pair(bench, pair, round_index):
     server_side, client_side = pair.split(":")
     server = Server(PIN + [bench, "serve"] + SIDES[server_side] + ["--port", "0"],
                     WORK / f"server-{server_side}.log")
-    sample = {"pair": pair, "round": round_index}
+    sample = {"pair": pair, "round": round_index, "load_before": loadavg()}
     try:
         for key, args in LOADS:
             out, cpu, client_cpu = run_load(bench, client_side, server.port, args, DURATION, WARMUP, server)
