@@ -229,7 +229,7 @@ def table(samples, info):
              "on that backend; one event loop thread each side", "",
              "## Medians over rounds", "",
              "| pair | " + " | ".join(h for _, h, _, _ in FIGURES) + " |",
-             "|---|" + "---|" * len(FIGURES)]
+             "|---|" + "---:|" * len(FIGURES)]
     for pair in pairs:
         row = [fmt.format(median([s[key] for s in samples if s["pair"] == pair]))
                for key, _, _, fmt in FIGURES]
@@ -243,7 +243,7 @@ def table(samples, info):
     lines += ["", "## Ratios Switchyard / NIO (median of per-round ratios, lowest-highest)", "",
               "Calls/s and msg/s: above 1 is ahead. p99 and CPU: below 1 is ahead.", "",
               "| comparison | " + " | ".join(h for _, h, _, _ in FIGURES) + " |",
-              "|---|" + "---|" * len(FIGURES)]
+              "|---|" + "---:|" * len(FIGURES)]
     gaps = []
     for pair, reference, name in comparisons:
         if pair not in pairs or reference not in pairs:
