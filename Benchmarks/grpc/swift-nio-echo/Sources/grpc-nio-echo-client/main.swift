@@ -4,6 +4,7 @@
 // command line. See ClientOptions for the arguments.
 
 import GRPCCore
+import GRPCEchoLoad
 import GRPCEchoService
 import GRPCNIOTransportHTTP2Posix
 import NIOPosix
@@ -43,7 +44,7 @@ do {
             return try await driver.stream(concurrency: options.concurrency, seconds: options.duration)
         }
     }
-    LineOutput.standardOutput.write(result.json(options: options))
+    LineOutput.standardOutput.write(result.json(method: options.method.rawValue, concurrency: options.concurrency, messageSize: options.messageSize))
 } catch {
     LineOutput.standardError.write("grpc-nio-echo-client: \(error)")
     exit(1)

@@ -1,32 +1,32 @@
 /// What one measured load did: messages echoed, the time it took, and for unary calls
 /// each call's latency.
-struct LoadResult {
+public struct LoadResult: Sendable {
     /// Calls completed (unary) or messages echoed back (stream).
-    var messages = 0
+    public var messages = 0
     /// Payload bytes echoed back.
-    var bytes = 0
+    public var bytes = 0
     /// From the first call's start to the last one's end, in seconds.
-    var seconds = 0.0
+    public var seconds = 0.0
     /// Each unary call's latency in nanoseconds (empty for streams).
-    var latenciesNanoseconds: [Int64] = []
+    public var latenciesNanoseconds: [Int64] = []
 
     /// The result as one line of JSON: `messages_per_s` (also as `calls_per_s` for
     /// unary), `mib_per_s` of echoed payload, and `p50_us` / `p99_us` (nearest rank; null
     /// for streams).
-    func json(options: ClientOptions) -> String {
+    public func json(method: String, concurrency: Int, messageSize: Int) -> String {
         let rate = self.seconds > 0 ? Double(self.messages) / self.seconds : 0
         let mib = self.seconds > 0 ? Double(self.bytes) / self.seconds / 1_048_576 : 0
         let sorted = self.latenciesNanoseconds.sorted()
         var fields: [(String, String)] = [
-            ("method", "\"\(options.method.rawValue)\""),
-            ("concurrency", "\(options.concurrency)"),
-            ("message_size", "\(options.messageSize)"),
+            ("method", "\"\(method)\""),
+            ("concurrency", "\(concurrency)"),
+            ("message_size", "\(messageSize)"),
             ("seconds", Self.number(self.seconds, places: 3)),
             ("messages", "\(self.messages)"),
             ("messages_per_s", Self.number(rate, places: 1)),
             ("mib_per_s", Self.number(mib, places: 2)),
         ]
-        if options.method == .unary {
+        if method == "unary" {
             fields.append(("calls_per_s", Self.number(rate, places: 1)))
         }
         fields.append(("p50_us", Self.percentile(sorted, 0.50)))

@@ -1,16 +1,22 @@
-import GRPCCore
-import GRPCEchoService
+public import GRPCCore
+public import GRPCEchoService
 
 /// Drives one load against the echo service on `client` and checks every echo: a unary
 /// response must equal the request, a streamed message must have the request's size.
 /// A call that fails, or an echo that differs, ends the load with an error.
-struct LoadDriver<Transport: ClientTransport>: Sendable {
+public struct LoadDriver<Transport: ClientTransport>: Sendable {
     let client: GRPCClient<Transport>
     let payload: EchoMessage
 
+    /// A driver of `client` whose every request carries `payload`.
+    public init(client: GRPCClient<Transport>, payload: EchoMessage) {
+        self.client = client
+        self.payload = payload
+    }
+
     /// `concurrency` tasks, each making unary calls one after another until `seconds`
     /// have passed.
-    func unary(concurrency: Int, seconds: Double) async throws -> LoadResult {
+    public func unary(concurrency: Int, seconds: Double) async throws -> LoadResult {
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + .seconds(seconds)
@@ -53,7 +59,7 @@ struct LoadDriver<Transport: ClientTransport>: Sendable {
     /// `concurrency` bidirectional calls, each writing the payload as fast as the
     /// transport takes it until `seconds` have passed, then ending its stream and
     /// reading the rest of the echoes; counts the messages echoed.
-    func stream(concurrency: Int, seconds: Double) async throws -> LoadResult {
+    public func stream(concurrency: Int, seconds: Double) async throws -> LoadResult {
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + .seconds(seconds)
@@ -105,6 +111,6 @@ struct LoadDriver<Transport: ClientTransport>: Sendable {
 }
 
 /// An echo that is not what was sent.
-struct EchoMismatch: Error, CustomStringConvertible {
-    var description: String { "the server's echo differs from the message sent" }
+public struct EchoMismatch: Error, CustomStringConvertible {
+    public var description: String { "the server's echo differs from the message sent" }
 }
