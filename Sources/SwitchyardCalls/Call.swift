@@ -207,21 +207,12 @@ public final class Call: @unchecked Sendable {
     /// before the first ``send(_:)``: the client ends a call whose response metadata
     /// comes after a message with `internal`, reason `protocol violation`. `completion`
     /// runs once it is in the kernel, or with the error that stopped it
-    /// (`failedPrecondition`, reason `misuse`, for a second call; `invalidArgument`,
-    /// reason `invalid metadata`, for metadata gRPC cannot carry: a string value that is
-    /// not printable ASCII or a key gRPC keeps for itself. Then nothing was sent and the
-    /// call goes on: it may send other metadata).
+    /// (`failedPrecondition`, reason `misuse`, for a second call).
     public func sendResponseMetadata(_ metadata: CallMetadata, completion: WriteCompletion? = nil) {
         precondition(role == .server, "sendResponseMetadata(_:) is for server calls; a client gives its metadata to startCall (a programming error)")
         onLoop {
             guard !self.ended, !self.sentEnd else {
                 completion?(self.endedError(sending: true))
-                return
-            }
-            do throws(TransportError) {
-                try metadata.checkGRPC()
-            } catch {
-                completion?(error)
                 return
             }
             let first = self.metadataState.withLock { state in
@@ -350,12 +341,6 @@ public final class Call: @unchecked Sendable {
 
     /// Server: ends the call with `status` (a trailer frame, then a half-close). The
     /// handler's `didClose` runs with `status` once it is in the kernel.
-    ///
-    /// Trailing metadata gRPC cannot carry (``setTrailingMetadata(_:)`` took a string
-    /// value that is not printable ASCII, or a key gRPC keeps for itself) is not sent, and
-    /// neither is `status`: the call ends `internal`, reason `invalid metadata`, on both
-    /// sides (what gRPC's own servers do), and `completion` gets `invalidArgument`, reason
-    /// `invalid metadata`, saying which entry.
     public func finish(_ status: CallStatus = .ok, completion: WriteCompletion? = nil) {
         precondition(role == .server, "finish(_:) is for server calls; a client ends with finishSending() (a programming error)")
         onLoop {
@@ -364,27 +349,14 @@ public final class Call: @unchecked Sendable {
                 return
             }
             self.sentEnd = true
-            let (trailing, status, refusal) = Self.sendable(trailing: self.metadataState.withLock { $0.trailing }, status: status)
+            let trailing = self.metadataState.withLock { $0.trailing }
             var frames = trailing.isEmpty ? [] : CallMetadata.trailersFrame(trailing)
             frames += Frame.encode(.status, payload: status.encoded)
             self.stream.write(frames) { error in
-                completion?(refusal ?? self.failure(error))
+                completion?(self.failure(error))
                 self.end(error.map { CallStatus(error: $0) } ?? status, closeConnection: error != nil)
             }
             self.stream.shutdownOutput(completion: nil)
-        }
-    }
-
-    /// The trailers and status ``finish(_:completion:)`` sends: as given, or, for trailing
-    /// metadata gRPC cannot carry, none and `internal`, with the refusal for the completion.
-    private static func sendable(trailing: CallMetadata, status: CallStatus) -> (CallMetadata, CallStatus, TransportError?) {
-        do throws(TransportError) {
-            try trailing.checkGRPC()
-            return (trailing, status, nil)
-        } catch {
-            let ended = TransportError(
-                code: .internal, reason: .invalidMetadata, message: "the server's trailing metadata could not be sent: \(error.message)")
-            return (CallMetadata(), CallStatus(error: ended), error)
         }
     }
 

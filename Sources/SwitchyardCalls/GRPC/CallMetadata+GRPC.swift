@@ -45,35 +45,21 @@ extension CallMetadata {
     package func appendGRPCFields(to fields: inout [GRPCHeaderField]) throws(TransportError) {
         fields.reserveCapacity(fields.count + entries.count)
         for entry in entries {
-            if let problem = Self.grpcProblem(entry) { throw Self.refused(problem) }
+            if Self.isReservedForGRPC(key: entry.key) {
+                throw Self.refused("the metadata key \(Self.quoted(entry.key)) is reserved by gRPC and HTTP/2; choose another key")
+            }
             switch entry.value {
             case .binary(let bytes):
                 fields.append(GRPCHeaderField(name: Array(entry.key.utf8), value: GRPCBase64.encode(bytes)))
             case .string(let string):
+                guard string.utf8.allSatisfy(Self.isPrintableASCII) else {
+                    throw Self.refused(
+                        "the value \(Self.quoted(string)) of the key \(Self.quoted(entry.key)) is not printable ASCII (space to '~'), "
+                            + "which gRPC requires of a string value; send text in a \"-bin\" key")
+                }
                 fields.append(GRPCHeaderField(name: Array(entry.key.utf8), value: Array(string.utf8)))
             }
         }
-    }
-
-    /// Checks, without encoding anything, that gRPC can carry every entry (the rules of
-    /// ``appendGRPCFields(to:)``).
-    /// - Throws: `invalidArgument`, reason `invalid metadata`, naming the first entry it cannot.
-    package func checkGRPC() throws(TransportError) {
-        for entry in entries {
-            if let problem = Self.grpcProblem(entry) { throw Self.refused(problem) }
-        }
-    }
-
-    /// Why gRPC cannot carry `entry`, or nil.
-    private static func grpcProblem(_ entry: Entry) -> String? {
-        if isReservedForGRPC(key: entry.key) {
-            return "the metadata key \(quoted(entry.key)) is reserved by gRPC and HTTP/2; choose another key"
-        }
-        if case .string(let string) = entry.value, !string.utf8.allSatisfy(isPrintableASCII) {
-            return "the value \(quoted(string)) of the key \(quoted(entry.key)) is not printable ASCII (space to '~'), "
-                + "which gRPC requires of a string value; send text in a \"-bin\" key"
-        }
-        return nil
     }
 
     /// The custom metadata of a received header block (see the type's rules for what is
