@@ -574,6 +574,8 @@ let package = Package(
             name: "SwitchyardGRPCTests",
             dependencies: [
                 "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                // Server keepalive in the stall test.
+                "SwitchyardCalls",
                 // The article's example picks its backend by name.
                 "SwitchyardBackends",
                 // A real Wi-Fi to cellular switch in network namespaces: the netlink
