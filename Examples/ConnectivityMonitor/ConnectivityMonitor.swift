@@ -40,7 +40,9 @@ import SwitchyardReachability
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle
+#if TLS
 import SwitchyardTLS
+#endif
 import Synchronization
 import ToolSupport
 
@@ -144,10 +146,15 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
                 var made = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: 1))
                 transport = made
                 if try ReachabilityURL(parsing: reachabilityURL).isSecure {
+                    #if TLS
                     // https: TLS over the backend; the name verified is the URL's host.
                     made = try TLSTransport(
                         wrapping: made, client: .client(trustRoots: reachabilityCA.map { .pemFile($0) } ?? .system))
                     transport = made
+                    #else
+                    await made.shutdownNow()
+                    fail(ToolValidation.withoutTLS("an https:// URL"))
+                    #endif
                 }
                 reachability = try SiteReachability(
                     configuration: SiteReachabilityConfiguration(
