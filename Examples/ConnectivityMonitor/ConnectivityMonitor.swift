@@ -85,11 +85,15 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             if access(reachabilityCA, R_OK) != 0 {
                 throw ValidationError("--reachability-ca \(reachabilityCA): cannot read it (\(String(cString: strerror(errno))))")
             }
+            #if TLS
             do {
                 _ = try TLSContext(configuration: .client(trustRoots: .pemFile(reachabilityCA)))
             } catch {
                 throw ValidationError("--reachability-ca: \(error.message)")
             }
+            #else
+            throw ValidationError(ToolValidation.withoutTLS("--reachability-ca"))
+            #endif
         }
         guard (0...60_000).contains(debounceMilliseconds) else {
             throw ValidationError("--debounce-ms \(debounceMilliseconds) is out of range: use 0...60000")
