@@ -14,8 +14,8 @@ import SwitchyardHTTP2
 /// arrived. When it passes before the call ended, the server ends the call: the handler's
 /// `didClose` (or the async face's call) has `deadlineExceeded`, reason `timed out`, as
 /// for a client's cancel, and the client receives that status in trailers, then RST_STREAM
-/// CANCEL if its half is still open (ServerDeadline.swift). A request without one has no
-/// deadline and no timer.
+/// NO_ERROR if its half is still open (ServerDeadline.swift). A request without one has
+/// no deadline and no timer.
 ///
 /// ## Lifetime
 ///

@@ -7,9 +7,12 @@ import Switchyard
 //   message.
 // - When the deadline passes before the call ended, the server ends the call: the status
 //   `deadlineExceeded` goes to the client in trailers (trailers-only if no response
-//   headers went out), as grpc core's server sends it, then RST_STREAM CANCEL if the
-//   client's half is still open, as grpc-go's server resets it. A call whose data still
-//   waits for the client's window is only reset: the status could not pass the data.
+//   headers went out), then RST_STREAM NO_ERROR if the client's half is still open (an
+//   early response, as after any status), as grpc core's server does (chttp2's
+//   close_from_api). A call whose data still waits for the client's window, or whose own
+//   status is already on its way, is reset with CANCEL instead: the status could not pass
+//   the data. (grpc-go's server only resets with CANCEL, sending no status; a client
+//   that keeps no deadline of its own then never learns why.)
 // - The server's handler learns of it the way it learns of a client's cancel: `didClose`
 //   at once, with `deadlineExceeded`, reason `timed out` (the async face's task sees the
 //   call end with that error).

@@ -248,22 +248,25 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     }
 
     /// Server: the call's deadline passed (ServerDeadline.swift). The status goes out as
-    /// trailers (trailers-only if no headers went out) unless this side already ended or
-    /// data still waits for window (a reset drops what is queued: the status could only
-    /// follow it), then RST_STREAM CANCEL if the stream is still open. The call hears its
-    /// stream closed.
+    /// trailers (trailers-only if no headers went out), then RST_STREAM NO_ERROR if the
+    /// client's half is still open (an early response, as after any status). Only if this
+    /// side already ended, or data still waits for window (a reset drops what is queued,
+    /// and the status could only follow it), is the stream reset with CANCEL instead. The
+    /// call hears its stream closed.
     func expire(status: CallStatus) {
         onLoop {
             guard self.ending == nil else { return }
-            if let stream = self.stream, !self.sentEnd, self.h2.queuedBytes(stream) == 0 {
-                self.sentEnd = true
-                let fields = self.sentHeaders
-                    ? ((try? GRPCResponse.trailersFields(status: status)) ?? [])
-                    : GRPCResponse.trailersOnlyFields(status: status)
-                try? self.h2.sendHeaders(stream, fields, endStream: true)
+            guard let stream = self.stream, !self.sentEnd, self.h2.queuedBytes(stream) == 0 else {
+                self.end(code: .cancel)
+                return
             }
+            self.sentEnd = true
+            let fields = self.sentHeaders
+                ? ((try? GRPCResponse.trailersFields(status: status)) ?? [])
+                : GRPCResponse.trailersOnlyFields(status: status)
+            try? self.h2.sendHeaders(stream, fields, endStream: true)
             // Once both halves ended the stream is gone, and the reset sends nothing.
-            self.end(code: .cancel)
+            self.end(code: .noError)
         }
     }
 
