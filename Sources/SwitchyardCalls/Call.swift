@@ -399,6 +399,22 @@ public final class Call: @unchecked Sendable {
         }
     }
 
+    /// Server: the call's deadline passed (ServerDeadline.swift). Ends the call now with
+    /// `error`, as a client's cancel ends it (the handler hears `didClose` with it), and
+    /// ends its stream with the status sent to the client (`CallStreamConnection.expire(status:)`).
+    func expire(with error: TransportError) {
+        onLoop {
+            guard !self.ended else { return }
+            let status = CallStatus(error: error)
+            self.end(status, closeConnection: false, deferHandler: true)
+            if let stream = self.stream as? CallStreamConnection {
+                stream.expire(status: status)
+            } else {
+                self.stream.reset()
+            }
+        }
+    }
+
     // MARK: the engine
 
     private func onLoop(_ work: @escaping @Sendable () -> Void) {

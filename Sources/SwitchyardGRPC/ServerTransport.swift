@@ -18,7 +18,13 @@ import Synchronization
 /// When the handler throws, GRPCCore writes the error as the status (its code and
 /// message reach the client as they are). When an RPC ends otherwise (the client
 /// cancelled it, which resets its stream; its connection broke; a suspend with policy
-/// `close`), the handler's `ServerContext.cancellation` is cancelled.
+/// `close`; its deadline passed), the handler's `ServerContext.cancellation` is cancelled.
+///
+/// Deadlines: a request's `grpc-timeout` is enforced by the calls engine's server (past
+/// it the client receives `deadlineExceeded`), and handed to GRPCCore as the time left,
+/// under `grpc-timeout` in the request's metadata, from which GRPCCore's server derives
+/// the handler's deadline. `grpc-retry-pushback-ms` in an error's metadata goes to the
+/// client in the trailers, where GRPCCore's retries read it (gRFC A6).
 ///
 /// ``beginGracefulShutdown()`` stops accepting: the listener closes, every connection says
 /// GOAWAY, the RPCs in flight run to their end, new ones are refused, and

@@ -90,12 +90,18 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         self.role = .client
         self.requestFields = requestFields
         self.retryState = retry.map(StreamRetry.init(shared:))
+        self.deadline = nil
     }
 
+    /// Server: the call's deadline, when the request carried `grpc-timeout`
+    /// (ServerDeadline.swift).
+    let deadline: CallDeadline?
+
     /// Server: the stream `stream` a client opened with a request for `method` carrying
-    /// `metadata`.
-    init(server h2: H2Connection, stream: H2StreamID, method: String, metadata: CallMetadata, endStream: Bool) {
+    /// `metadata`, with `deadline` if the request had one.
+    init(server h2: H2Connection, stream: H2StreamID, method: String, metadata: CallMetadata, endStream: Bool, deadline: CallDeadline? = nil) {
         self.h2 = h2
+        self.deadline = deadline
         self.role = .server
         self.requestFields = []
         self.owner = nil
@@ -238,6 +244,29 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         onLoop {
             self.retryState?.relayTarget?.reset()
             self.end(code: .cancel)
+        }
+    }
+
+    /// Server: the call's deadline passed (ServerDeadline.swift). The status goes out as
+    /// trailers (trailers-only if no headers went out), then RST_STREAM NO_ERROR if the
+    /// client's half is still open (an early response, as after any status). Only if this
+    /// side already ended, or data still waits for window (a reset drops what is queued,
+    /// and the status could only follow it), is the stream reset with CANCEL instead. The
+    /// call hears its stream closed.
+    func expire(status: CallStatus) {
+        onLoop {
+            guard self.ending == nil else { return }
+            guard let stream = self.stream, !self.sentEnd, self.h2.queuedBytes(stream) == 0 else {
+                self.end(code: .cancel)
+                return
+            }
+            self.sentEnd = true
+            let fields = self.sentHeaders
+                ? ((try? GRPCResponse.trailersFields(status: status)) ?? [])
+                : GRPCResponse.trailersOnlyFields(status: status)
+            try? self.h2.sendHeaders(stream, fields, endStream: true)
+            // Once both halves ended the stream is gone, and the reset sends nothing.
+            self.end(code: .noError)
         }
     }
 
