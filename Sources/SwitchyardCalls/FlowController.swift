@@ -88,7 +88,9 @@ public struct CallConfiguration: Sendable {
     public var flowController: (any FlowController)?
     /// The call's deadline, counted from when a channel is asked for it (its connect
     /// included); `nil` (the default) for none. A client call still open when it passes
-    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`). A server ignores it.
+    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`), and the request
+    /// carries it as `grpc-timeout`, which the server enforces too (`ServerDeadline`). A
+    /// server's own configuration ignores it: its deadline is the client's.
     public var timeout: Duration?
     /// Whether a client call waits for the channel to be ready instead of failing while it
     /// cannot connect (gRPC's wait-for-ready; default false, fail fast). A fail-fast call
