@@ -38,6 +38,14 @@ public struct CallServerConfiguration: Sendable, Hashable {
     /// (`unavailable` at the client, reason `closed`). Nil (the default): as long as
     /// they take (gRPC's `MAX_CONNECTION_AGE_GRACE`, infinite by default).
     public var maximumConnectionAgeGrace: Duration?
+    /// The algorithms the server may compress responses with, in its order of
+    /// preference: a call's responses are compressed with the first of them that its
+    /// client listed in `grpc-accept-encoding`, and its response headers say so in
+    /// `grpc-encoding`; a client that listed none of them gets them as they are. Each
+    /// message that would not get smaller goes out as it is (compressed flag 0). Default
+    /// empty: no response is compressed. Requests compressed with gzip are read whatever
+    /// this says. (Set it on the value; the initializer keeps its parameters.)
+    public var responseCompression: [CallCompression] = []
 
     public init(
         keepaliveEnforcement: KeepaliveEnforcement = KeepaliveEnforcement(), keepalive: Keepalive? = nil,

@@ -162,6 +162,7 @@ public enum ConformanceKit {
         .refusalPastRetryBufferIsNotRetried,   // 82
         .retryFollowsCallOptions,              // 83
         .goAwayWaitingCallIsRetried,           // 84
+        .compressedCallsBothWays,              // 86
     ]
 
     /// The scenario named `name`, if any.

@@ -135,7 +135,8 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
         }
         let call = CallStreamConnection(
             server: connection, stream: stream, method: CallStreamConnection.method(forPath: request.path),
-            metadata: request.metadata, endStream: endStream)
+            metadata: request.metadata, endStream: endStream, requestEncoding: request.encoding,
+            responseEncoding: request.responseEncoding(preferring: settings.responseCompression.map(\.encoding)))
         makeCall(call)
     }
 
