@@ -1,11 +1,12 @@
 public import Switchyard
 
 /// How a ``CallServer`` manages its clients' connections: what it accepts of their
-/// keepalive pings, whether it pings them, and how long a connection may live or idle.
+/// keepalive pings, whether it pings them, how long a connection may live or idle, and
+/// which algorithms it may compress responses with.
 ///
 /// The defaults are gRPC's: pings from clients enforced as grpc-core does (one per
 /// 5 minutes at most, none while no call is open), no pings of the server's own, no
-/// maximum age or idle time.
+/// maximum age or idle time, responses uncompressed.
 public struct CallServerConfiguration: Sendable, Hashable {
     /// What the server accepts of a client's pings (gRPC's A8). A client that pings more
     /// often than ``KeepaliveEnforcement/minimumPingInterval`` while the server sends

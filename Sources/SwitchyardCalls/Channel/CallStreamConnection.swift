@@ -82,7 +82,12 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     /// The encoding of what the peer sends (server: the request's `grpc-encoding`;
     /// client: the response's, once its headers came) and, once DATA came on a stream
     /// that is not `identity`, the deframer that inflates it.
-    private var inboundEncoding: GRPCEncoding
+    private var inboundEncoding: GRPCEncoding {
+        didSet { inboundEncoded = inboundEncoding != .identity }
+    }
+    /// Whether ``inboundEncoding`` is not `identity` (a flag, so DATA on the plain path
+    /// costs no comparison of names).
+    private var inboundEncoded: Bool
     private var deframer: GRPCMessageDeframer?
     /// The largest message the call accepts, inflated (the call's
     /// ``CallConfiguration/maximumMessageSize``): a gzip message that inflates past it
@@ -114,6 +119,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         self.outboundEncoding = requestEncoding
         self.compressor = requestEncoding == .gzip ? GRPCGzipCompressor() : nil
         self.inboundEncoding = .identity
+        self.inboundEncoded = false
         self.maximumMessageSize = maximumMessageSize
         self.retryState = retry.map(StreamRetry.init(shared:))
     }
@@ -133,6 +139,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         self.outboundEncoding = responseEncoding
         self.compressor = responseEncoding == .gzip ? GRPCGzipCompressor() : nil
         self.inboundEncoding = requestEncoding
+        self.inboundEncoded = requestEncoding != .identity
         h2.setDelegate(self, for: stream)
         inbound += CallMetadata.headersFrame(method: method, metadata: metadata)
         peerEnded = endStream
@@ -445,7 +452,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private func sendResponseHeaders(_ stream: H2StreamID, _ metadata: CallMetadata) throws(H2StreamError) {
         sentHeaders = true
         // Compressing: say so, and what this side reads.
-        let accepted = outboundEncoding == .identity ? [] : GRPCEncoding.supported
+        let accepted = compressor == nil ? [] : GRPCEncoding.supported
         let fields = (try? GRPCResponse.headersFields(encoding: outboundEncoding, acceptEncodings: accepted, metadata: metadata))
             ?? (try? GRPCResponse.headersFields(encoding: outboundEncoding, acceptEncodings: accepted, metadata: CallMetadata()))
             ?? GRPCResponse.trailersOnlyFields(status: .ok).prefix(2).map { $0 }
@@ -579,7 +586,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             h2.resetStream(stream, code: .protocolError)
             return
         }
-        if inboundEncoding != .identity {
+        if inboundEncoded {
             receiveEncoded(stream, bytes, endStream: endStream, flowControlledLength: flowControlledLength)
             return
         }
