@@ -81,6 +81,7 @@ public final class CallServer: Sendable {
                 return
             }
             let server = ServerConnection(connection: connection, configuration: H2Configuration(), settings: configuration) { stream in
+                stream.maximumMessageSize = options.maximumMessageSize
                 let call = Call(role: .server, connection: stream, options: options)
                 guard !suspension.isSuspended, calls.insertIfOpen(call) else {
                     // The server closed or is suspended (its GOAWAY may not have reached

@@ -163,6 +163,7 @@ public enum ConformanceKit {
         .retryFollowsCallOptions,              // 83
         .goAwayWaitingCallIsRetried,           // 84
         .serverEnforcesRequestDeadline,        // 85
+        .compressedCallsBothWays,              // 86
     ]
 
     /// The scenario named `name`, if any.

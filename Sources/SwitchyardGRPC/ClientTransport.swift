@@ -31,8 +31,12 @@ import Synchronization
 /// the RPC's HTTP/2 stream), with the reason before the message. A name that does not
 /// resolve fails the RPC at once with `unavailable`, wait-for-ready or not.
 ///
-/// Compression: requests go out uncompressed whatever `CallOptions.compression` says (the
-/// calls engine compresses nothing it sends); gzip responses are inflated.
+/// Compression (``Config/compression``, off by default): an RPC's requests are compressed
+/// with its `CallOptions.compression`, or the config's algorithm, when that is gzip and
+/// enabled (`grpc-encoding: gzip`; a message that would not get smaller goes as it is,
+/// with the compressed flag 0); the enabled algorithms are listed in
+/// `grpc-accept-encoding` for the server's responses. gzip responses are inflated
+/// whatever the config says; other algorithms (`deflate`) are not used.
 ///
 /// With a `Lifecycle`, the channel is registered with it: after a suspend's grace phase
 /// its open RPCs end with `unavailable` (message `... suspended ...`), new ones fail with
@@ -105,6 +109,8 @@ public struct SwitchyardClientTransport: ClientTransport {
         if let timeout = options.timeout { callOptions.timeout = timeout }
         if let waitForReady = options.waitForReady { callOptions.waitForReady = waitForReady }
         if let maximum = options.maxResponseMessageBytes { callOptions.maximumMessageSize = maximum }
+        callOptions.requestCompression = core.config.compression.requestCompression(options.compression)
+        callOptions.acceptedResponseCompression = core.config.compression.acceptedResponseCompression
         let stream = ClientStream(
             channel: core.channel, method: "/" + descriptor.fullyQualifiedMethod, options: callOptions,
             maximumRequestMessageBytes: options.maxRequestMessageBytes)

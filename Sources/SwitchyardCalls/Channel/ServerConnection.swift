@@ -136,7 +136,9 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
         }
         let call = CallStreamConnection(
             server: connection, stream: stream, method: CallStreamConnection.method(forPath: request.path),
-            metadata: request.metadata, endStream: endStream, deadline: CallDeadline(server: request.timeout))
+            metadata: request.metadata, endStream: endStream, deadline: CallDeadline(server: request.timeout),
+            requestEncoding: request.encoding,
+            responseEncoding: request.responseEncoding(preferring: settings.responseCompression.map(\.encoding)))
         makeCall(call)
     }
 
