@@ -6,6 +6,12 @@
 //   loadgen [--framed] idle     PORT CONNS                open CONNS connections, one 1-byte round
 //                                                         trip on each, print "ready ...", then hold
 //                                                         them until standard input ends
+//   loadgen [--framed] scale    PORT CONNS                open CONNS connections and send nothing;
+//                                                         print "ready ..."; then for each line
+//                                                         "go RATE COUNT" on standard input, COUNT
+//                                                         round trips of 64 B, round-robin over the
+//                                                         connections, RATE a second in all (below);
+//                                                         standard input's end closes them
 //   loadgen --tls ...                                     the same over TLS (below)
 // Prints one line of key=value pairs (idle: "ready conns=N connect_ms=T" when all are up,
 // then "closed" after standard input ends). Exit 1 on any mismatch or error.
@@ -30,6 +36,14 @@
 // end with close_notify (SSL_shutdown, not waiting for the peer's) and close.
 // Every mode prints client_cpu_ms (the load generator's own user + system time), so a run
 // can tell whether the load generator, not the server, was the bottleneck.
+//
+// scale (Benchmarks/scale) holds many connections idle, then drives all of them at a
+// modest rate: "go RATE COUNT" sends round trip k on connection k % CONNS, the k-th at
+// RATE * (now - start) >= k (at most one in flight per connection: a connection still
+// waiting for its echo holds the turn up), and prints round_trips, seconds, rps, p50_us,
+// p99_us, client_cpu_ms and late (round trips sent more than 10 ms after their time).
+// The connects send nothing, so the server's side has accepted them only when it says
+// so (Benchmarks/scale counts its descriptors); connects are blocking, 256 at a time.
 //
 // Connections are made from 127.0.0.1..127.0.0.SOURCES (env LOADGEN_SOURCES, default 8)
 // in turn, with IP_BIND_ADDRESS_NO_PORT, so 10,000+ connections to one port do not run
@@ -410,6 +424,98 @@ static int idle(int port, int n) {
     return 0;
 }
 
+// scale: CONNS connections, nothing sent until "go RATE COUNT" lines come on standard input.
+static int scale(int port, int n) {
+    conn_t *c = calloc((size_t)(n > 0 ? n : 1), sizeof *c);
+    if (!c) die("malloc");
+    int ep = epoll_create1(0);
+    double t0 = now();
+    int *fds = calloc((size_t)(n > 0 ? n : 1), sizeof *fds);
+    if (!fds) die("malloc");
+    for (int base = 0; base < n; base += 256) {
+        int top = base + 256 < n ? base + 256 : n;
+        for (int i = base; i < top; i++) fds[i] = dial(port, i);
+        handshake_all(fds + base, top - base, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        c[i].fd = fds[i];
+        c[i].shift = shift_for(i);
+        struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev)) die("epoll_ctl");
+    }
+    free(fds);
+    printf("ready conns=%d connect_ms=%.1f\n", n, (now() - t0) * 1e3);
+    fflush(stdout);
+    size_t len = framed ? unit : msg_size;
+    uint8_t *in = malloc(len + 16);
+    char line[128];
+    FILE *cmd = fdopen(0, "r");
+    while (fgets(line, sizeof line, cmd)) {
+        double rate = 0;
+        long count = 0;
+        if (sscanf(line, "go %lf %ld", &rate, &count) != 2 || rate <= 0 || count <= 0 || n <= 0) {
+            fprintf(stderr, "loadgen: scale: expected \"go RATE COUNT\", got %s", line);
+            exit(2);
+        }
+        double *lat = malloc((size_t)count * sizeof *lat);
+        if (!lat) die("malloc");
+        long issued = 0, done = 0, late = 0;
+        double start = now();
+        struct epoll_event evs[256];
+        while (done < count) {
+            double t = now();
+            // Send every round trip that is due, in turn, while its connection is free.
+            while (issued < count && (double)issued <= (t - start) * rate) {
+                conn_t *x = &c[issued % n];
+                if (x->got != x->sent) break;
+                if (t - (start + issued / rate) > 0.010) late++;
+                x->start = t;
+                send_all(x->fd, stream_at(x->sent, x->shift), len);
+                x->sent += len;
+                issued++;
+            }
+            int wait_ms = 0;
+            if (issued < count) {
+                double next = start + issued / rate - now();
+                wait_ms = next > 0 ? (int)(next * 1e3) + 1 : 0;
+                if (c[issued % n].got != c[issued % n].sent) wait_ms = 5000;  // its echo wakes us
+            } else {
+                wait_ms = 5000;
+            }
+            int m = epoll_wait(ep, evs, 256, wait_ms);
+            if (m < 0 && errno == EINTR) continue;
+            if (m < 0) die("epoll_wait");
+            if (m == 0 && wait_ms == 5000) die("timeout waiting for echo");
+            for (int e = 0; e < m; e++) {
+                conn_t *x = &c[evs[e].data.u32];
+                if (x->got == x->sent) die("scale: data nobody asked for");
+                ssize_t r = xrecv(x->fd, in, x->sent - x->got, 0);
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) die(r == 0 ? "recv: server closed the connection" : "recv");
+                check(in, (size_t)r, x->got, x->shift);
+                x->got += (uint64_t)r;
+                if (x->got != x->sent) continue;
+                lat[done++] = now() - x->start;
+                x->rounds++;
+            }
+        }
+        double elapsed = now() - start;
+        qsort(lat, (size_t)count, sizeof *lat, cmp);
+        long untouched = 0;
+        for (int i = 0; i < n; i++) untouched += c[i].rounds == 0;
+        printf("round_trips=%ld seconds=%.3f rps=%.0f p50_us=%.1f p99_us=%.1f late=%ld untouched=%ld client_cpu_ms=%.1f\n",
+               count, elapsed, count / elapsed, lat[count / 2] * 1e6, lat[(long)(count * 0.99)] * 1e6, late, untouched,
+               cpu_ms());
+        fflush(stdout);
+        free(lat);
+    }
+    for (int i = 0; i < n; i++) hang_up(c[i].fd);
+    printf("closed\n");
+    close(ep);
+    free(c); free(in);
+    return 0;
+}
+
 static void usage(void) { fprintf(stderr, "usage: see the header of loadgen.c\n"); exit(2); }
 
 int main(int argc, char **argv) {
@@ -441,6 +547,10 @@ int main(int argc, char **argv) {
         printf("conns=%d rounds=%d total_ms=%.1f handshake_ms=%.1f client_cpu_ms=%.1f\n", atoi(v[0]), atoi(v[1]),
                (now() - t0) * 1e3, handshake_ms, cpu_ms());
         return 0;
+    }
+    if (!strcmp(mode, "scale") && rest == 1) {
+        make_ring(64, 64 + 5);
+        return scale(port, atoi(v[0]));
     }
     if (!strcmp(mode, "idle") && rest == 1) {
         make_ring(1, 16);
