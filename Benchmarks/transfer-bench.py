@@ -8,7 +8,9 @@ What it does:
   and with $BENCH_CC -O2 the load generator into Benchmarks/.build/c/ (as Benchmarks/run).
 - Makes one 1 GiB file (TRANSFER_BYTES), a periodic pattern, in a temporary folder under
   TRANSFER_DIR (default /var/tmp); the server's --dir is a fresh folder next to it, so
-  both are on the same filesystem. Its SHA-256 (Python's hashlib) is the expected one.
+  both are on the same filesystem. Its SHA-256 and its transfer digest (Python's hashlib;
+  the SHA-256 of its 64 KiB leaves' SHA-256s) are the expected ones: tools of protocol
+  version 1 print the first, later ones the second.
   The file is written and fsynced once; the sender then reads it from the page cache.
 - Per round (ROUNDS, default 3), per backend (BACKENDS, default "bsd libuv"), in turn:
     raw       echo-server --mode raw --event-loops 1 under `loadgen stream PORT 65536 2`
@@ -31,6 +33,9 @@ What it does:
               measure_floor): the least any transfer with a whole-file SHA-256 at both
               ends does on the core, network aside. Its MiB/s against raw says whether the
               0.8 target can be met on this machine at all.
+    before    with BEFORE_BIN=DIR (an earlier release build's transfer-server and
+              transfer-client), the same transfers with those tools in the same round
+              (`before`, `before-shm`), so before and after see the same load.
   Server and client (or loadgen) are pinned to one core (CPU, default 0), as in
   Benchmarks/run; the sender's transport has its default event loops on that core.
 - The phases of each transfer come from the times the client's plain `progress:` lines
