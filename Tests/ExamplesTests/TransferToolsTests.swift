@@ -72,7 +72,7 @@ struct TransferToolsTests {
         try #require(ending == .signal(SIGKILL), "the first client should die mid-transfer, not \(ending)\n\(first.report)")
         #expect(TransferSummary(first.stdout) == nil, "\(first.report)")
         let saved = try String(contentsOfFile: state, encoding: .utf8)
-        #expect(saved.hasPrefix("switchyard-transfer-resume 1\n") && saved.contains("id resumed.bin\n"), "the resume state: \(saved)")
+        #expect(saved.hasPrefix("switchyard-transfer-resume 2\n") && saved.contains("id resumed.bin\n"), "the resume state: \(saved)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/resumed.bin"), "the server finished a file the client never finished")
 
         let second = try Subprocess(try Products.path("transfer-client"), arguments, name: "transfer-client #2 (\(backend))")
