@@ -58,7 +58,7 @@ let package = Package(
         ),
         .trait(
             name: "TLS",
-            description: "The conformance runner's TLS pairs (switchyard-conformance-tls, which `swift package conformance` builds when TLS pairs are asked for); needs libssl-dev."
+            description: "The conformance runner's TLS pairs (switchyard-conformance-tls, which `swift package conformance` builds when TLS pairs are asked for) and the example tools' TLS options; needs libssl-dev. Off, the tools link no OpenSSL (a plaintext server loads neither libssl nor libcrypto)."
         ),
         .default(enabledTraits: ["LibUV", "TLS"]),
     ],
@@ -370,7 +370,10 @@ let package = Package(
         .target(
             name: "ToolSupport",
             dependencies: [
-                "Switchyard", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                // Only with the TLS trait: a tool built without it links no OpenSSL and
+                // refuses its TLS options (the benchmarks' plaintext echo-server).
+                .target(name: "SwitchyardTLS", condition: .when(traits: ["TLS"])),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -384,7 +387,7 @@ let package = Package(
             dependencies: [
                 "SwitchyardCalls",
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBackends", "SwitchyardServiceLifecycle",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -396,7 +399,7 @@ let package = Package(
             dependencies: [
                 "SwitchyardCalls",
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackends", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
@@ -408,7 +411,8 @@ let package = Package(
             dependencies: [
                 "SwitchyardReachability",
                 "ToolSupport",
-                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "Switchyard", "SwitchyardNetlink", "SwitchyardBackends", "SwitchyardServiceLifecycle",
+                .target(name: "SwitchyardTLS", condition: .when(traits: ["TLS"])),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -420,7 +424,7 @@ let package = Package(
             name: "transfer-server",
             dependencies: [
                 "ToolSupport",
-                "Switchyard", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "Switchyard", "SwitchyardBackends", "SwitchyardTransfer", "SwitchyardServiceLifecycle",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/TransferServer",
@@ -432,7 +436,7 @@ let package = Package(
                 "SwitchyardCalls",
                 "ToolSupport",
                 "Switchyard", "SwitchyardBackends", "SwitchyardTransfer",
-                "SwitchyardServiceLifecycle", "SwitchyardTLS",
+                "SwitchyardServiceLifecycle",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -574,6 +578,8 @@ let package = Package(
             name: "SwitchyardGRPCTests",
             dependencies: [
                 "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                // Server keepalive in the stall test.
+                "SwitchyardCalls",
                 // The article's example picks its backend by name.
                 "SwitchyardBackends",
                 // A real Wi-Fi to cellular switch in network namespaces: the netlink

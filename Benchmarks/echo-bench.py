@@ -11,6 +11,8 @@
     CPU= Benchmarks/run                  # do not pin
     BASELINE_ECHO_SERVER=/tmp/base/.build/release/echo-server BASELINE_NAME=43e828c Benchmarks/run
                                          # also run another commit's echo-server, interleaved
+    ECHO_SERVER=PATH Benchmarks/run      # measure this echo-server instead of the Benchmarks
+                                         # package's build (a plaintext or static build: README)
 
 What it does (see Benchmarks/README.md for the why):
 - Builds, in release: the Benchmarks package's nio-echo-server and the root package's
@@ -27,8 +29,9 @@ What it does (see Benchmarks/README.md for the why):
     pp32    loadgen pingpong 32 conns, 64 B                    round trips/s, p99
     stream  loadgen stream 64 KiB writes, one connection       MiB/s echoed
     burst   loadgen burst BURST_CONNS (1000) x 5 round trips   total ms (connects included)
-  then the server's peak RSS (VmHWM) under that load and its anonymous RSS (RssAnon:
-  heap, stacks, written data pages; the largest value seen after each load), then
+  then the server's peak RSS (VmHWM) under that load, its anonymous RSS (RssAnon:
+  heap, stacks, written data pages) and its file-backed RSS (RssFile: the binary's and
+  the shared libraries' pages read in), each the largest value seen after each load, then
     idle    IDLE_CONNS (10000) connections held open           (RSS with them - RSS before) / N
   With nio in SERVERS, each round also measures swift-floor (Servers/swift-floor), a
   Swift program that only waits: the resident size no Swift server can go below.
@@ -106,7 +109,9 @@ def build():
 # ---------------------------------------------------------------------------- servers
 
 def servers(bin_dir):
-    echo = str(bin_dir / "echo-server")
+    echo = os.environ.get("ECHO_SERVER") or str(bin_dir / "echo-server")
+    if not Path(echo).is_file():
+        sys.exit(f"run: ECHO_SERVER={echo!r} is not a file")
     common = ["--port", "0", "--event-loops", "1", "--grace-period", "0"]
     listening = r"listening on (?:\S*:)?(\d+)\b"
     table = {
@@ -202,6 +207,7 @@ def measure(server, framed):
     s = {}
     loadgen(framed, "pingpong", server.port, 1, 64, 0.3)  # warm-up, not measured
     anon = [server.status_kib("RssAnon")]
+    file = [server.status_kib("RssFile")]
 
     c0 = server.cpu_ns()
     r = loadgen(framed, "pingpong", server.port, 1, 64, SECONDS_PER_LOAD)
@@ -211,6 +217,7 @@ def measure(server, framed):
     s["pp1_p99"] = float(r["p99_us"])
     s["pp1_cpu_us"] = (c1 - c0) / 1e3 / int(r["round_trips"])
     anon.append(server.status_kib("RssAnon"))
+    file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
     r = loadgen(framed, "pingpong", server.port, 32, 64, SECONDS_PER_LOAD)
@@ -219,6 +226,7 @@ def measure(server, framed):
     s["pp32_p99"] = float(r["p99_us"])
     s["pp32_cpu_us"] = (c1 - c0) / 1e3 / int(r["round_trips"])
     anon.append(server.status_kib("RssAnon"))
+    file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
     r = loadgen(framed, "stream", server.port, 65536, SECONDS_PER_LOAD)
@@ -226,6 +234,7 @@ def measure(server, framed):
     s["stream_mibps"] = float(r["mibps"])
     s["stream_cpu_us_per_mib"] = (c1 - c0) / 1e3 / (int(r["bytes"]) / 1048576)
     anon.append(server.status_kib("RssAnon"))
+    file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
     r = loadgen(framed, "burst", server.port, BURST_CONNS, BURST_ROUNDS)
@@ -233,10 +242,12 @@ def measure(server, framed):
     s["burst_ms"] = float(r["total_ms"])
     s["burst_cpu_us"] = (c1 - c0) / 1e3 / (BURST_CONNS * BURST_ROUNDS)
     anon.append(server.status_kib("RssAnon"))
+    file.append(server.status_kib("RssFile"))
 
     s["peak_rss_kib"] = server.status_kib("VmHWM")
     # RssAnon has no high-water mark: the largest of its values right after each load.
     s["peak_anon_kib"] = max(anon)
+    s["peak_file_kib"] = max(file)
 
     if IDLE_CONNS > 0:
         time.sleep(0.3)
@@ -267,7 +278,8 @@ def measure_floor(bin_dir):
         time.sleep(0.2)
         status = {line.split(":")[0]: line.split()[1] for line in
                   Path(f"/proc/{proc.pid}/status").read_text().splitlines() if line.endswith("kB")}
-        return {"peak_rss_kib": int(status["VmHWM"]), "peak_anon_kib": int(status["RssAnon"])}
+        return {"peak_rss_kib": int(status["VmHWM"]), "peak_anon_kib": int(status["RssAnon"]),
+                "peak_file_kib": int(status["RssFile"])}
     finally:
         proc.stdin.close()
         proc.wait(10)
@@ -290,6 +302,7 @@ METRICS = [
     ("burst_cpu_us", "CPU us/rt (burst)", False, "{:.1f}"),
     ("peak_rss_kib", "peak RSS MiB", False, None),
     ("peak_anon_kib", "anon RSS MiB", False, None),
+    ("peak_file_kib", "file RSS MiB", False, None),
     ("idle_bytes_per_conn", "RSS B/idle conn", False, "{:.0f}"),
 ]
 

@@ -40,7 +40,9 @@ import SwitchyardReachability
 import SwitchyardBackends
 import SwitchyardNetlink
 import SwitchyardServiceLifecycle
+#if TLS
 import SwitchyardTLS
+#endif
 import Synchronization
 import ToolSupport
 
@@ -83,11 +85,15 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
             if access(reachabilityCA, R_OK) != 0 {
                 throw ValidationError("--reachability-ca \(reachabilityCA): cannot read it (\(String(cString: strerror(errno))))")
             }
+            #if TLS
             do {
                 _ = try TLSContext(configuration: .client(trustRoots: .pemFile(reachabilityCA)))
             } catch {
                 throw ValidationError("--reachability-ca: \(error.message)")
             }
+            #else
+            throw ValidationError(ToolValidation.withoutTLS("--reachability-ca"))
+            #endif
         }
         guard (0...60_000).contains(debounceMilliseconds) else {
             throw ValidationError("--debounce-ms \(debounceMilliseconds) is out of range: use 0...60000")
@@ -144,10 +150,15 @@ struct ConnectivityMonitorCommand: AsyncParsableCommand {
                 var made = try Backends.makeTransport(named: name, configuration: TransportConfiguration(eventLoopCount: 1))
                 transport = made
                 if try ReachabilityURL(parsing: reachabilityURL).isSecure {
+                    #if TLS
                     // https: TLS over the backend; the name verified is the URL's host.
                     made = try TLSTransport(
                         wrapping: made, client: .client(trustRoots: reachabilityCA.map { .pemFile($0) } ?? .system))
                     transport = made
+                    #else
+                    await made.shutdownNow()
+                    fail(ToolValidation.withoutTLS("an https:// URL"))
+                    #endif
                 }
                 reachability = try SiteReachability(
                     configuration: SiteReachabilityConfiguration(

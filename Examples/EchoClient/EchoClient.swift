@@ -37,7 +37,6 @@ import Glibc
 import Switchyard
 import SwitchyardCalls
 import SwitchyardBackends
-import SwitchyardTLS
 import ToolSupport
 import Synchronization
 

@@ -53,7 +53,6 @@ import Switchyard
 import SwitchyardBackendKit
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
-import SwitchyardTLS
 import ToolSupport
 import Synchronization
 

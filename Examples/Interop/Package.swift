@@ -127,9 +127,15 @@ let package = Package(
             dependencies: [
                 "InteropGRPCCore",
                 "InteropTesting",
+                "InteropMessages",
+                "InteropServices",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "Switchyard", package: "switchyard"),
                 .product(name: "SwitchyardCalls", package: "switchyard"),
+                // gzip against grpc-swift-nio-transport: its client and server with
+                // compression on, SwitchyardGRPC on the other side.
+                .product(name: "SwitchyardGRPC", package: "switchyard"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
             ],
             swiftSettings: strict
         ),

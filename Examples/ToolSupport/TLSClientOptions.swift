@@ -1,11 +1,15 @@
 public import ArgumentParser
 public import Switchyard
+#if TLS
 public import SwitchyardTLS
+#endif
 
 /// `--tls` and the client's TLS files and name, for echo-client and transfer-client
 /// (`@OptionGroup`): the server's certificate is verified against the system's trust
 /// store or `--tls-ca`, and its name against `--tls-server-name`, else `--host`;
 /// `--tls-cert` and `--tls-key` answer a server that asks for a client certificate.
+/// Built with Switchyard's package trait TLS off, the tool links no OpenSSL and refuses
+/// `--tls`.
 public struct TLSClientOptions: ParsableArguments, Sendable {
     @Flag(help: "Speak TLS: verify the server's certificate (against the system's trust store, or --tls-ca) and its name (--tls-server-name, else --host).")
     public var tls = false
@@ -24,6 +28,7 @@ public struct TLSClientOptions: ParsableArguments, Sendable {
 
     public init() {}
 
+    #if TLS
     /// The client's TLS configuration, with `--tls`.
     public var configuration: TLSConfiguration? {
         guard tls else { return nil }
@@ -31,6 +36,7 @@ public struct TLSClientOptions: ParsableArguments, Sendable {
             trustRoots: tlsCA.map { .pemFile($0) } ?? .system, serverName: tlsServerName,
             certificateChainFile: tlsCertificate, privateKeyFile: tlsKey)
     }
+    #endif
 
     public func validate() throws {
         if !tls {
@@ -44,15 +50,22 @@ public struct TLSClientOptions: ParsableArguments, Sendable {
         if let tlsServerName, tlsServerName.isEmpty || tlsServerName.utf8.count > 253 {
             throw ValidationError("--tls-server-name '\(tlsServerName)' is not a host name (1 to 253 bytes)")
         }
+        #if TLS
         // A missing or bad PEM file is a bad argument, named.
         if let problem = TLSConfiguration.problem(withFiles: [("--tls-ca", tlsCA), ("--tls-cert", tlsCertificate), ("--tls-key", tlsKey)], loading: configuration) {
             throw ValidationError(problem)
         }
+        #else
+        if tls {
+            throw ValidationError(ToolValidation.withoutTLS("--tls"))
+        }
+        #endif
     }
 
     /// `base`, with TLS over it when `--tls` was given; a failure shuts `base` down and
     /// ends the tool (exit 1) with `cannot set up TLS: ...`.
     public func wrap(_ base: any Transport, tool: String) async -> any Transport {
+        #if TLS
         guard let configuration else { return base }
         do {
             return try TLSTransport(wrapping: base, client: configuration)
@@ -60,5 +73,9 @@ public struct TLSClientOptions: ParsableArguments, Sendable {
             await base.shutdownNow()
             ToolOutput.fail(tool: tool, "cannot set up TLS: \(error)")
         }
+        #else
+        // `validate()` refused `--tls`: plaintext only.
+        return base
+        #endif
     }
 }

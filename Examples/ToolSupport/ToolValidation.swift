@@ -51,4 +51,10 @@ public enum ToolValidation {
             throw ValidationError("--grace-period \(gracePeriod) is out of range: use 0...3600 seconds")
         }
     }
+
+    /// What a TLS option says in a tool built with Switchyard's package trait TLS off
+    /// (no OpenSSL linked): the option, and how to get a build that has it.
+    public static func withoutTLS(_ option: String) -> String {
+        "\(option): this build has no TLS (Switchyard's package trait TLS is off); build with the default traits"
+    }
 }

@@ -54,7 +54,6 @@ import ServiceLifecycle
 import Switchyard
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
-import SwitchyardTLS
 import ToolSupport
 import SwitchyardTransfer
 import Synchronization

@@ -28,7 +28,6 @@ import Glibc
 import Switchyard
 import SwitchyardBackends
 import SwitchyardServiceLifecycle
-import SwitchyardTLS
 import ToolSupport
 import SwitchyardTransfer
 

@@ -1,5 +1,6 @@
 import Synchronization
 public import Switchyard
+import SwitchyardHTTP2
 
 /// One bidirectional stream of messages, ending with a status: on gRPC's wire, one
 /// HTTP/2 stream of its channel's connection (or, on a server, its client's).
@@ -10,6 +11,8 @@ public import Switchyard
 /// which translates to HTTP/2):
 ///
 /// - **Sending.** ``send(_:)`` frames a message and writes it; messages go out in order.
+///   Sent from off the loop, messages queue for the loop, which wakes once for all that
+///   queued meanwhile and writes them together (one write of the connection).
 ///   With flow control on, each reports ``CallHandler/callDidWriteData(_:)`` once it is
 ///   in the kernel, so a sender that waits for it has at most one message pending.
 ///   The client ends its side with ``finishSending(completion:)`` (END_STREAM); the server
@@ -128,13 +131,19 @@ public final class Call: @unchecked Sendable {
     private(set) var endedByBrokenConnection = false
     /// Whether ``start(handler:)`` took effect: no reading before the handler is set.
     private var started = false
+    /// Messages sent from off the loop, waiting to go out together (OffLoopSendBatching.swift).
+    private let offLoopSends = OffLoopSendBatching()
+    /// The HTTP/2 connection of the call's stream, whose writes a batch holds; nil on a
+    /// plain connection.
+    private let h2: H2Connection?
 
     /// A call on `connection`; a client's names `method` and carries `metadata` (checked
     /// by the channel: ``CallMetadata/problem(method:)``).
     init(role: Role, connection: any Connection, options: CallConfiguration, method: String = "", metadata: CallMetadata = CallMetadata()) {
         self.role = role
         self.stream = connection
-        self.connection = (connection as? CallStreamConnection)?.h2.connection ?? connection
+        self.h2 = (connection as? CallStreamConnection)?.h2
+        self.connection = h2?.connection ?? connection
         self.eventLoop = connection.eventLoop
         self.options = options
         self.flow = options.makeFlowController()
@@ -255,9 +264,12 @@ public final class Call: @unchecked Sendable {
     /// Sends a message; `completion` runs on the loop once it is in the kernel, or with
     /// the error that stopped it. (The async face uses this.)
     public func send(_ message: [UInt8], completion: WriteCompletion?) {
-        // On the loop (the usual case: a handler answering) no closure is made for the hop.
+        // On the loop (the usual case: a handler answering) the message goes straight out.
+        // Off it, it joins the batch the loop sends in one write (OffLoopSendBatching.swift).
         guard eventLoop.inEventLoop else {
-            eventLoop.execute { self.send(message, completion: completion) }
+            if offLoopSends.enqueue(.init(message: message, completion: completion)) {
+                eventLoop.execute { self.sendOffLoopBatch() }
+            }
             return
         }
         guard !ended, !sentEnd else {
@@ -294,6 +306,14 @@ public final class Call: @unchecked Sendable {
                 stream.writeNowOrQueue(header: header, payload: message, completion: nil)
             }
         }
+    }
+
+    /// On the loop: sends every message queued off the loop, in order, as one write of
+    /// the HTTP/2 connection (each still with its own completion and report).
+    private func sendOffLoopBatch() {
+        h2?.holdWrites()
+        offLoopSends.drain { item in send(item.message, completion: item.completion) }
+        h2?.releaseWrites()
     }
 
     /// A sent message is in the kernel (`error` nil), or could not be sent. The report
@@ -396,6 +416,22 @@ public final class Call: @unchecked Sendable {
             guard !self.ended else { return }
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
             self.stream.reset()
+        }
+    }
+
+    /// Server: the call's deadline passed (ServerDeadline.swift). Ends the call now with
+    /// `error`, as a client's cancel ends it (the handler hears `didClose` with it), and
+    /// ends its stream with the status sent to the client (`CallStreamConnection.expire(status:)`).
+    func expire(with error: TransportError) {
+        onLoop {
+            guard !self.ended else { return }
+            let status = CallStatus(error: error)
+            self.end(status, closeConnection: false, deferHandler: true)
+            if let stream = self.stream as? CallStreamConnection {
+                stream.expire(status: status)
+            } else {
+                self.stream.reset()
+            }
         }
     }
 

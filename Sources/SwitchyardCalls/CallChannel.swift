@@ -135,6 +135,12 @@ public final class CallChannel: Sendable {
         head.path = CallStreamConnection.path(forMethod: method)
         head.metadata = metadata
         if let timeout = options.timeout { head.timeout = GRPCTimeout(rounding: timeout) }
+        head.encoding = options.requestCompression.encoding
+        if !options.acceptedResponseCompression.isEmpty {
+            var accepted = options.acceptedResponseCompression.map(\.encoding).filter { $0 != .identity }
+            accepted.append(.identity)
+            head.acceptEncodings = accepted
+        }
         let fields = try head.fields()
         let lease = try await slot.connection(waitForReady: options.waitForReady, deadline: deadline)
         // gRPC's A6 (Channel/TransparentRetry.swift): a call the server refused unprocessed
@@ -142,7 +148,8 @@ public final class CallChannel: Sendable {
         let retry = configuration.retryBufferSize > 0
             ? TransparentRetry(lease: lease, slot: slot, waitForReady: options.waitForReady, deadline: deadline, bufferSize: configuration.retryBufferSize)
             : nil
-        let stream = CallStreamConnection(client: lease.connection, requestFields: fields, retry: retry)
+        let stream = CallStreamConnection(
+            client: lease.connection, requestFields: fields, requestEncoding: head.encoding, maximumMessageSize: options.maximumMessageSize, retry: retry)
         let call = Call(role: .client, connection: stream, options: options, method: method, metadata: metadata)
         let callObserver = self.callObserver
         let slot = self.slot

@@ -1,14 +1,21 @@
 import Synchronization
 import Switchyard
 
-/// A call's deadline (``CallConfiguration/timeout``): counted from the moment the channel is
-/// asked for the call, connect included. A connect still under way when it passes fails
-/// with `deadlineExceeded`, reason `timed out`; a call still open then is ended with that
-/// error (its stream reset, so the peer's call ends `cancelled`). A call that ended
+/// A call's deadline, on either side; the one rule for both: a call still open when its
+/// deadline passes ends with `deadlineExceeded`, reason `timed out`; a call that ended
 /// first keeps its own status.
 ///
-/// One timer task per call that has a deadline (none for those without), cancelled when
-/// the call ends; it holds the call only until then.
+/// - Client (``CallConfiguration/timeout``): counted from the moment the channel is asked
+///   for the call, connect included. A connect still under way when it passes fails with
+///   that error; a call still open is ended with it and its stream reset, so the peer's
+///   call ends `cancelled` (`Call.terminate(with:)`).
+/// - Server (ServerDeadline.swift): counted from the arrival of a request that carried
+///   `grpc-timeout`; the call still open ends with the status `deadlineExceeded` sent to
+///   the client (`Call.expire(with:)`).
+///
+/// One timer task per call that has a deadline (none for those without, and nothing per
+/// message), on the call's loop (the task's executor, as `ConnectionTimer`'s), cancelled
+/// when the call ends; it holds the call only until then.
 final class CallDeadline: Sendable {
     let instant: ContinuousClock.Instant
     let timeout: Duration
@@ -20,6 +27,7 @@ final class CallDeadline: Sendable {
         case disarmed
     }
 
+    /// A deadline `timeout` from now.
     init(timeout: Duration) {
         self.timeout = timeout
         self.instant = ContinuousClock.now + timeout
@@ -39,18 +47,23 @@ final class CallDeadline: Sendable {
     /// Whether the deadline has passed.
     var hasPassed: Bool { ContinuousClock.now >= instant }
 
-    /// Ends `call` with ``error`` when the deadline passes, unless ``disarm()`` came first.
+    /// Ends `call` with ``error`` when the deadline passes, unless ``disarm()`` came first:
+    /// a client's call with `Call.terminate(with:)`, a server's with `Call.expire(with:)`.
     func arm(_ call: Call) {
         timer.withLock { timer in
             guard case .unarmed = timer else { return }
             let error = self.error
-            let task = Task { [instant] in
+            let task = Task(executorPreference: call.eventLoop) { [instant] in
                 do {
                     try await Task.sleep(until: instant, clock: .continuous)
                 } catch {
                     return
                 }
-                call.terminate(with: error)
+                if call.role == .client {
+                    call.terminate(with: error)
+                } else {
+                    call.expire(with: error)
+                }
             }
             timer = .armed(task)
         }

@@ -10,6 +10,13 @@ import SwitchyardHTTP2
 /// connection that breaks HTTP/2's ends with GOAWAY; the server keeps serving everyone
 /// else.
 ///
+/// A request that carries `grpc-timeout` has a deadline that long after its headers
+/// arrived. When it passes before the call ended, the server ends the call: the handler's
+/// `didClose` (or the async face's call) has `deadlineExceeded`, reason `timed out`, as
+/// for a client's cancel, and the client receives that status in trailers, then RST_STREAM
+/// NO_ERROR if its half is still open (ServerDeadline.swift). A request without one has
+/// no deadline and no timer.
+///
 /// ## Lifetime
 ///
 /// - A server serves from the moment ``start(transport:on:options:configuration:makeHandler:)`` (or a
@@ -74,6 +81,7 @@ public final class CallServer: Sendable {
                 return
             }
             let server = ServerConnection(connection: connection, configuration: H2Configuration(), settings: configuration) { stream in
+                stream.maximumMessageSize = options.maximumMessageSize
                 let call = Call(role: .server, connection: stream, options: options)
                 guard !suspension.isSuspended, calls.insertIfOpen(call) else {
                     // The server closed or is suspended (its GOAWAY may not have reached
@@ -96,10 +104,14 @@ public final class CallServer: Sendable {
                         handler = async
                     }
                     return ForwardingCallHandler(handler) { call, status in
+                        stream.deadline?.disarm()
                         calls.remove(call)
                         callObserver.ended(call, status: status, logger: options.logger)
                     }
                 }
+                // The request's deadline (ServerDeadline.swift); none, and no timer, without
+                // a `grpc-timeout`.
+                stream.deadline?.arm(call)
             } onClose: { closed in
                 connections.remove(closed)
             }

@@ -1,11 +1,12 @@
 public import Switchyard
 
 /// How a ``CallServer`` manages its clients' connections: what it accepts of their
-/// keepalive pings, whether it pings them, and how long a connection may live or idle.
+/// keepalive pings, whether it pings them, how long a connection may live or idle, and
+/// which algorithms it may compress responses with.
 ///
 /// The defaults are gRPC's: pings from clients enforced as grpc-core does (one per
 /// 5 minutes at most, none while no call is open), no pings of the server's own, no
-/// maximum age or idle time.
+/// maximum age or idle time, responses uncompressed.
 public struct CallServerConfiguration: Sendable, Hashable {
     /// What the server accepts of a client's pings (gRPC's A8). A client that pings more
     /// often than ``KeepaliveEnforcement/minimumPingInterval`` while the server sends
@@ -38,6 +39,14 @@ public struct CallServerConfiguration: Sendable, Hashable {
     /// (`unavailable` at the client, reason `closed`). Nil (the default): as long as
     /// they take (gRPC's `MAX_CONNECTION_AGE_GRACE`, infinite by default).
     public var maximumConnectionAgeGrace: Duration?
+    /// The algorithms the server may compress responses with, in its order of
+    /// preference: a call's responses are compressed with the first of them that its
+    /// client listed in `grpc-accept-encoding`, and its response headers say so in
+    /// `grpc-encoding`; a client that listed none of them gets them as they are. Each
+    /// message that would not get smaller goes out as it is (compressed flag 0). Default
+    /// empty: no response is compressed. Requests compressed with gzip are read whatever
+    /// this says. (Set it on the value; the initializer keeps its parameters.)
+    public var responseCompression: [CallCompression] = []
 
     public init(
         keepaliveEnforcement: KeepaliveEnforcement = KeepaliveEnforcement(), keepalive: Keepalive? = nil,

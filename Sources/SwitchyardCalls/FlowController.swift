@@ -88,7 +88,9 @@ public struct CallConfiguration: Sendable {
     public var flowController: (any FlowController)?
     /// The call's deadline, counted from when a channel is asked for it (its connect
     /// included); `nil` (the default) for none. A client call still open when it passes
-    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`). A server ignores it.
+    /// ends `deadlineExceeded`, reason `timed out` (`CallDeadline`), and the request
+    /// carries it as `grpc-timeout`, which the server enforces too (`ServerDeadline`). A
+    /// server's own configuration ignores it: its deadline is the client's.
     public var timeout: Duration?
     /// Whether a client call waits for the channel to be ready instead of failing while it
     /// cannot connect (gRPC's wait-for-ready; default false, fail fast). A fail-fast call
@@ -102,6 +104,18 @@ public struct CallConfiguration: Sendable {
     /// a ``timeout`` a wait-for-ready call may wait for ever. A server ignores it. (Set it
     /// on the value; the initializer keeps its parameters.)
     public var waitForReady: Bool = false
+    /// Client, on a ``CallChannel``: how the call's requests are compressed (default
+    /// ``CallCompression/none``: as they are, at no cost). With ``CallCompression/gzip``
+    /// the request carries `grpc-encoding: gzip` and each message goes out compressed
+    /// (compressed flag 1), except one that would not get smaller, which goes out as it
+    /// is (flag 0). A server ignores it. (Set it on the value; the initializer keeps its
+    /// parameters.)
+    public var requestCompression: CallCompression = .none
+    /// Client, on a ``CallChannel``: the algorithms the server may compress the call's
+    /// responses with, sent as `grpc-accept-encoding` (with `identity`). Default empty:
+    /// no `grpc-accept-encoding`, so gRPC servers respond uncompressed. A gzip response
+    /// is read whatever this says. A server ignores it.
+    public var acceptedResponseCompression: [CallCompression] = []
     /// Where the end of each call made with these options is logged (`call ended`, debug,
     /// see ``CallObserver``); by default nowhere.
     public var logger: Logger

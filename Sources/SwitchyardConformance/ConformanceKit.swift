@@ -162,6 +162,8 @@ public enum ConformanceKit {
         .refusalPastRetryBufferIsNotRetried,   // 82
         .retryFollowsCallOptions,              // 83
         .goAwayWaitingCallIsRetried,           // 84
+        .serverEnforcesRequestDeadline,        // 85
+        .compressedCallsBothWays,              // 86
     ]
 
     /// The scenario named `name`, if any.

@@ -90,15 +90,28 @@ final class ClientStream: CallHandler, Sendable {
         if request { call.receiveNextMessage() }
     }
 
-    /// The started call.
-    private func startedCall() throws(RPCError) -> Call {
-        guard let call = state.withLock({ $0.call }) else {
+    /// The started call, and whether it has ended (its status is queued).
+    private func startedCall() throws(RPCError) -> (Call, ended: Bool) {
+        guard let (call, ended) = state.withLock({ state in state.call.map { ($0, state.ended) } }) else {
             throw RPCError(code: .failedPrecondition, message: "a request message was written before the request's metadata (a bug in what writes the request)")
         }
-        return call
+        return (call, ended)
     }
 
-    /// Sends `message`; returns once it is in the kernel.
+    /// Request bytes ``send(_:)`` handed to the call and not yet in the kernel (or failed).
+    private let unsentBytes = Atomic<Int>(0)
+
+    /// How many request bytes may wait unsent while ``send(_:)`` returns at once: the
+    /// high-water mark grpc-swift-nio-transport's writer also uses (a NIO channel's
+    /// default, 64 KiB).
+    static let writeBehindLimit = 64 * 1024
+
+    /// Sends `message`. Returns at once while the request bytes not yet in the kernel,
+    /// this message's included, stay within ``writeBehindLimit``, so a producer that
+    /// writes in a loop hands over several messages per turn of the event loop, which
+    /// leave in one write; past it, returns once this message is in the kernel. A
+    /// message written behind that fails ends the call: the response ends with its
+    /// status, and the next write throws.
     func send(_ message: [UInt8]) async throws {
         if let maximumRequestMessageBytes, message.count > maximumRequestMessageBytes {
             let error = RPCError(
@@ -107,13 +120,24 @@ final class ClientStream: CallHandler, Sendable {
             cancel()
             throw error
         }
-        let call = try startedCall()
-        try await completing(call) { completion in call.send(message, completion: completion) }
+        let (call, ended) = try startedCall()
+        let size = message.count
+        let unsent = unsentBytes.wrappingAdd(size, ordering: .relaxed).newValue
+        if !ended, unsent <= Self.writeBehindLimit {
+            call.send(message) { _ in self.unsentBytes.wrappingSubtract(size, ordering: .relaxed) }
+            return
+        }
+        try await completing(call) { completion in
+            call.send(message) { error in
+                self.unsentBytes.wrappingSubtract(size, ordering: .relaxed)
+                completion(error)
+            }
+        }
     }
 
     /// Ends the request (half-close); returns once that is in the kernel or the call ended.
     func finishSending() async {
-        guard let call = try? startedCall() else { return }
+        guard let (call, _) = try? startedCall() else { return }
         try? await completing(call) { completion in call.finishSending(completion: completion) }
     }
 

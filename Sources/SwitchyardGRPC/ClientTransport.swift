@@ -31,8 +31,23 @@ import Synchronization
 /// the RPC's HTTP/2 stream), with the reason before the message. A name that does not
 /// resolve fails the RPC at once with `unavailable`, wait-for-ready or not.
 ///
-/// Compression: requests go out uncompressed whatever `CallOptions.compression` says (the
-/// calls engine compresses nothing it sends); gzip responses are inflated.
+/// Compression (``Config/compression``, off by default): an RPC's requests are compressed
+/// with its `CallOptions.compression`, or the config's algorithm, when that is gzip and
+/// enabled (`grpc-encoding: gzip`; a message that would not get smaller goes as it is,
+/// with the compressed flag 0); the enabled algorithms are listed in
+/// `grpc-accept-encoding` for the server's responses. gzip responses are inflated
+/// whatever the config says; other algorithms (`deflate`) are not used.
+///
+/// With a `Lifecycle`, the channel is registered with it: after a suspend's grace phase
+/// its open RPCs end with `unavailable` (message `... suspended ...`), new ones fail with
+/// `unavailable` at once until the resume ends, and the first RPC after it connects
+/// afresh.
+///
+/// Stalls: a connection that stops making progress ends its RPCs with `unavailable`
+/// (`stalled: ...`) once the `Transport` given detects it, within its
+/// `TransportConfiguration.stallTimeout` (set it on the transport; without one the kernel
+/// notices after about 15 minutes). Keepalive (``Config/channel``) finds a silent peer
+/// on an idle connection as well.
 ///
 /// ``connect()`` runs until ``beginGracefulShutdown()``, then returns once the open RPCs
 /// ended; after that the channel is closed. Cancelling the task that runs ``connect()``
@@ -43,10 +58,12 @@ public struct SwitchyardClientTransport: ClientTransport {
     private let core: ClientTransportCore
 
     /// A transport whose RPCs go to `target` over connections that `transport` makes with
-    /// `connectOptions`, following `monitor` if given, configured by `config`.
+    /// `connectOptions`, following `monitor` and registered with `lifecycle` if given,
+    /// configured by `config`.
     public init(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
-        monitor: (any ConnectivityMonitor)? = nil, config: SwitchyardClientTransport.Config = .defaults
+        monitor: (any ConnectivityMonitor)? = nil, lifecycle: Lifecycle? = nil,
+        config: SwitchyardClientTransport.Config = .defaults
     ) {
         var channelConfiguration = config.channel
         if transport is any SecureTransport, channelConfiguration.scheme == "http" {
@@ -54,7 +71,7 @@ public struct SwitchyardClientTransport: ClientTransport {
         }
         let channel = CallChannel(
             target: target, transport: transport, connectOptions: connectOptions, monitor: monitor, configuration: channelConfiguration)
-        core = ClientTransportCore(channel: channel, config: config)
+        core = ClientTransportCore(channel: channel, config: config, lifecycle: lifecycle)
     }
 
     /// The channel the RPCs run on (its connectivity state, its open calls).
@@ -92,6 +109,8 @@ public struct SwitchyardClientTransport: ClientTransport {
         if let timeout = options.timeout { callOptions.timeout = timeout }
         if let waitForReady = options.waitForReady { callOptions.waitForReady = waitForReady }
         if let maximum = options.maxResponseMessageBytes { callOptions.maximumMessageSize = maximum }
+        callOptions.requestCompression = core.config.compression.requestCompression(options.compression)
+        callOptions.acceptedResponseCompression = core.config.compression.acceptedResponseCompression
         let stream = ClientStream(
             channel: core.channel, method: "/" + descriptor.fullyQualifiedMethod, options: callOptions,
             maximumRequestMessageBytes: options.maxRequestMessageBytes)
@@ -118,9 +137,12 @@ extension ClientTransport where Self == SwitchyardClientTransport {
     /// A ``SwitchyardClientTransport`` to `target` over `transport`.
     public static func switchyard(
         target: Endpoint, transport: any Transport, connectOptions: ConnectOptions = ConnectOptions(),
-        monitor: (any ConnectivityMonitor)? = nil, config: SwitchyardClientTransport.Config = .defaults
+        monitor: (any ConnectivityMonitor)? = nil, lifecycle: Lifecycle? = nil,
+        config: SwitchyardClientTransport.Config = .defaults
     ) -> Self {
-        SwitchyardClientTransport(target: target, transport: transport, connectOptions: connectOptions, monitor: monitor, config: config)
+        SwitchyardClientTransport(
+            target: target, transport: transport, connectOptions: connectOptions, monitor: monitor, lifecycle: lifecycle,
+            config: config)
     }
 }
 
@@ -133,6 +155,8 @@ final class ClientTransportCore: Sendable {
     let retryThrottle: RetryThrottle?
     /// The target as gRPC names a peer (`ipv4:127.0.0.1:50051`).
     let remotePeer: String
+    /// The channel's place in the lifecycle it was given; cancelled once it closed.
+    private let registration: LifecycleRegistration?
 
     private struct State {
         var open = 0
@@ -142,8 +166,9 @@ final class ClientTransportCore: Sendable {
     }
     private let state = Mutex(State())
 
-    init(channel: CallChannel, config: SwitchyardClientTransport.Config) {
+    init(channel: CallChannel, config: SwitchyardClientTransport.Config, lifecycle: Lifecycle?) {
         self.channel = channel
+        registration = lifecycle?.register(channel)
         self.config = config
         methodConfigs = MethodConfigLookup(config.serviceConfig)
         retryThrottle = config.serviceConfig.retryThrottling.map { RetryThrottle(policy: $0) }
@@ -200,6 +225,7 @@ final class ClientTransportCore: Sendable {
             self.beginGracefulShutdown()
         }
         channel.close()
+        registration?.cancel()
     }
 }
 

@@ -11,6 +11,11 @@ import Synchronization
 /// The response: GRPCCore writes its metadata (sent as the response's headers), its
 /// messages, then the status with the trailers, which ends the call.
 ///
+/// The request's deadline (its `grpc-timeout`, which the calls engine's server enforces
+/// itself) is handed to GRPCCore as the time left, under `grpc-timeout` in the request's
+/// metadata, where GRPCCore's server reads it: the handler's `ServerContext.cancellation`
+/// is cancelled when it passes.
+///
 /// When the call ends otherwise (the client cancelled it with RST_STREAM, its connection
 /// broke, the server closed now, a suspend ended it), the RPC's cancellation handle
 /// (`ServerContext.cancellation`) is cancelled, so the handler learns it.
@@ -81,7 +86,7 @@ struct ServerInbound: AsyncSequence, Sendable {
         mutating func next() async throws -> RPCRequestPart<[UInt8]>? {
             if !metadataDelivered {
                 metadataDelivered = true
-                return .metadata(Metadata(call.metadata))
+                return .metadata(Metadata(requestOf: call.call))
             }
             do {
                 return try await call.next().map { .message($0) }

@@ -18,7 +18,13 @@ import Synchronization
 /// When the handler throws, GRPCCore writes the error as the status (its code and
 /// message reach the client as they are). When an RPC ends otherwise (the client
 /// cancelled it, which resets its stream; its connection broke; a suspend with policy
-/// `close`), the handler's `ServerContext.cancellation` is cancelled.
+/// `close`; its deadline passed), the handler's `ServerContext.cancellation` is cancelled.
+///
+/// Deadlines: a request's `grpc-timeout` is enforced by the calls engine's server (past
+/// it the client receives `deadlineExceeded`), and handed to GRPCCore as the time left,
+/// under `grpc-timeout` in the request's metadata, from which GRPCCore's server derives
+/// the handler's deadline. `grpc-retry-pushback-ms` in an error's metadata goes to the
+/// client in the trailers, where GRPCCore's retries read it (gRFC A6).
 ///
 /// ``beginGracefulShutdown()`` stops accepting: the listener closes, every connection says
 /// GOAWAY, the RPCs in flight run to their end, new ones are refused, and
@@ -29,8 +35,11 @@ import Synchronization
 /// open RPCs do then is ``Config/suspendPolicy``'s choice (`close`: they end, and the
 /// clients see `unavailable`, reason `closed`).
 ///
-/// Compression: responses go out uncompressed (the calls engine compresses nothing it
-/// sends); gzip requests are inflated.
+/// Compression (``Config/compression``, off by default): with gzip enabled, an RPC's
+/// responses are compressed when its client listed gzip in `grpc-accept-encoding` (the
+/// response headers say `grpc-encoding: gzip`; a message that would not get smaller goes
+/// as it is, with the compressed flag 0), and go uncompressed to a client that did not.
+/// gzip requests are inflated whatever the config says.
 public struct SwitchyardServerTransport: ServerTransport {
     public typealias Bytes = [UInt8]
 
@@ -150,6 +159,8 @@ final class ServerTransportCore: Sendable {
         var options = config.call
         options.enableFlowControl = true
         options.flowController = nil
+        var connection = config.connection
+        connection.responseCompression = config.compression.responseCompression
         let serve: @Sendable (AsyncCall) async throws -> CallStatus = { call in
             await ServerStream.serve(call, handler: streamHandler)
         }
@@ -157,11 +168,11 @@ final class ServerTransportCore: Sendable {
         do {
             if let lifecycle {
                 server = try await CallServer.start(
-                    transport: transport, on: address, options: options, configuration: config.connection, lifecycle: lifecycle,
+                    transport: transport, on: address, options: options, configuration: connection, lifecycle: lifecycle,
                     policy: config.suspendPolicy, serve: serve)
             } else {
                 server = try await CallServer.start(
-                    transport: transport, on: address, options: options, configuration: config.connection, serve: serve)
+                    transport: transport, on: address, options: options, configuration: connection, serve: serve)
             }
         } catch {
             let failure =

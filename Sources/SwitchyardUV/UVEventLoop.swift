@@ -28,7 +28,9 @@ import Synchronization
 /// (`CSwitchyardEpollGuard`, the process's own `epoll_ctl`): such a failure is reported
 /// to libuv as success, recorded, and the loop woken; ``takeReclaimedDescriptors()`` then
 /// ends the connection on that descriptor `reclaimed`. The loop knows its connections by
-/// descriptor for that (one dictionary entry per connection, none per message).
+/// descriptor for that: a table indexed by the descriptor's number (descriptors are the
+/// lowest free numbers, so it is as long as the highest one in use), one slot write when a
+/// connection opens and one when it ends, no hashing, nothing per message.
 ///
 /// Safety of `@unchecked Sendable`: everything but `tasks` (a mutex), `threadID`
 /// (atomic) and the immutable pointers is touched only on the loop's thread, or before
@@ -63,8 +65,9 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// The buffer every connection on this loop reads into; valid only on the loop.
     let readBuffer: UnsafeMutableRawBufferPointer
     static let readBufferSize = 64 * 1024
-    /// The open connections by descriptor, for the epoll guard's reports.
-    private var connectionsByDescriptor: [CInt: UVConnection] = [:]
+    /// The open connections by descriptor (the index), for the epoll guard's and the
+    /// paused-read watch's reports. Loop-confined: no runtime exclusivity check.
+    @exclusivity(unchecked) private var connectionsByDescriptor: [UVConnection?] = []
     /// The epoll guard's slot for libuv's epoll descriptor (-1: not guarded).
     private let guardSlot: CInt
     /// Whether the epoll guard protects this loop: registered, and the `epoll_ctl` libuv
@@ -201,12 +204,23 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
 
     /// Tracks an open connection by its descriptor. Call on the loop.
     func track(_ connection: UVConnection, descriptor: CInt) {
-        connectionsByDescriptor[descriptor] = connection
+        guard descriptor >= 0 else { return }
+        let index = Int(descriptor)
+        if index >= connectionsByDescriptor.count {
+            connectionsByDescriptor.append(contentsOf: repeatElement(nil, count: index + 1 - connectionsByDescriptor.count))
+        }
+        connectionsByDescriptor[index] = connection
+    }
+
+    /// The open connection on `descriptor`, if any. Call on the loop.
+    private func connection(on descriptor: CInt) -> UVConnection? {
+        let index = Int(descriptor)
+        return index >= 0 && index < connectionsByDescriptor.count ? connectionsByDescriptor[index] : nil
     }
 
     /// Stops tracking `connection` (it ended). Call on the loop.
     func untrack(_ connection: UVConnection, descriptor: CInt) {
-        if connectionsByDescriptor[descriptor] === connection { connectionsByDescriptor[descriptor] = nil }
+        if self.connection(on: descriptor) === connection { connectionsByDescriptor[Int(descriptor)] = nil }
     }
 
     /// Ends the connections whose descriptor the epoll guard reported (libuv's
@@ -224,12 +238,12 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
             while true {
                 let taken = Int(csy_epoll_guard_take(guardSlot, fds, errnos, CInt(capacity)))
                 if taken < 0 {
-                    for connection in Array(connectionsByDescriptor.values) { connection.checkDescriptor() }
+                    for connection in connectionsByDescriptor.compactMap({ $0 }) { connection.checkDescriptor() }
                     ended = true
                     continue
                 }
                 for index in 0..<taken {
-                    connectionsByDescriptor[fds[index]]?.watchFailed(errno: errnos[index])
+                    connection(on: fds[index])?.watchFailed(errno: errnos[index])
                 }
                 ended = ended || taken > 0
                 if taken < capacity { return ended }
@@ -253,7 +267,7 @@ final class UVEventLoop: DeferringEventLoop, @unchecked Sendable {
             return
         }
         watch.takeReady { descriptor, token in
-            connectionsByDescriptor[descriptor]?.pausedReadWatchFired(token: token)
+            connection(on: descriptor)?.pausedReadWatchFired(token: token)
         }
         drainDeferred()
     }

@@ -1,5 +1,6 @@
 import GRPCCore
 import Switchyard
+import SwitchyardBSD
 import SwitchyardBackends
 import SwitchyardGRPC
 import Testing
@@ -53,5 +54,16 @@ struct ArticleExampleTests {
         #expect(transport.config(forMethod: EchoService.flaky)?.executionPolicy?.retry == policy)
         #expect(transport.config(forMethod: MethodDescriptor(fullyQualifiedService: "other.Service", method: "Get")) == nil)
         await memory.shutdownNow()
+    }
+
+    @Test("A transport made with a stall timeout, for a client transport")
+    func stallTimeoutTransport() async throws {
+        // doc-block begin
+        let transport = try Backends.makeTransport(
+            named: "bsd", configuration: TransportConfiguration(stallTimeout: .seconds(5)))
+        // doc-block end
+        let bsd = try #require(transport as? BSDTransport)
+        #expect(bsd.stallTimeout == .seconds(5))
+        await transport.shutdownNow()
     }
 }

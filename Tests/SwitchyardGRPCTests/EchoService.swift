@@ -66,7 +66,9 @@ final class Probe: Sendable {
 ///
 /// - `Get` (unary): the request back. Request metadata under `x-` keys comes back in the
 ///   response's metadata and in its trailers; `fail-code` (a status code's number) and
-///   `fail-message` make it throw that `RPCError` instead.
+///   `fail-message` make it throw that `RPCError` instead, with `fail-pushback-ms` as
+///   `grpc-retry-pushback-ms` in the error's metadata. The request's `grpc-timeout`, as
+///   GRPCCore's server saw it, comes back as `x-grpc-timeout`.
 /// - `Collect` (client streaming): the requests joined.
 /// - `Expand` (server streaming): the request `count` times (metadata `count`, default
 ///   3); with metadata `hold`, then waits until the probe's release or the RPC's
@@ -100,10 +102,21 @@ struct EchoService: RegistrableRPCService {
                 case .binary(let bytes): echoed.addBinary(bytes, forKey: key)
                 }
             }
+            // The deadline GRPCCore's server derived its handler's from (the transport
+            // hands over the request's grpc-timeout).
+            if let timeout = request.metadata[stringValues: "grpc-timeout"].first(where: { _ in true }) {
+                echoed.addString(timeout, forKey: "x-grpc-timeout")
+            }
             if let code = request.metadata[stringValues: "fail-code"].first(where: { _ in true }).flatMap(Int.init),
                 let status = Status.Code(rawValue: code), let rpcCode = RPCError.Code(status)
             {
-                throw RPCError(code: rpcCode, message: request.metadata[stringValues: "fail-message"].first(where: { _ in true }) ?? "")
+                var metadata = Metadata()
+                if let pushback = request.metadata[stringValues: "fail-pushback-ms"].first(where: { _ in true }) {
+                    metadata.addString(pushback, forKey: "grpc-retry-pushback-ms")
+                }
+                throw RPCError(
+                    code: rpcCode, message: request.metadata[stringValues: "fail-message"].first(where: { _ in true }) ?? "",
+                    metadata: metadata)
             }
             var messages: [[UInt8]] = []
             for try await message in request.messages { messages.append(message) }

@@ -12,8 +12,8 @@ enum Backend: String, CaseIterable, CustomStringConvertible {
     case bsd, libuv, memory
     var description: String { rawValue }
 
-    func transport() throws -> any Transport {
-        let configuration = TransportConfiguration(eventLoopCount: 2)
+    func transport(stallTimeout: Duration? = nil) throws -> any Transport {
+        let configuration = TransportConfiguration(eventLoopCount: 2, stallTimeout: stallTimeout)
         switch self {
         case .memory: return try MemoryTransport(configuration: configuration)
         case .bsd: return try BSDTransport(configuration: configuration)

@@ -14,14 +14,18 @@ import SwitchyardHTTP2
 /// - **Out.** Each write the call makes holds whole frames. A headers frame opens the
 ///   stream (client: gRPC's request headers, its method as the `:path`) or becomes the
 ///   response headers (server); message frames go out as DATA as they are (a server's
-///   first message is preceded by response headers if it sent none); trailers and the
+///   first message is preceded by response headers if it sent none; with an outbound
+///   encoding, each message is compressed on the way, or goes as it is if that would
+///   not make it smaller); trailers and the
 ///   status become the trailers, or a trailers-only response, with END_STREAM. A
 ///   half-close is END_STREAM; a close or a reset is RST_STREAM (`NO_ERROR` once this
 ///   side ended, else `CANCEL`).
 /// - **In.** Request or response headers become a headers frame, DATA passes through
-///   (its messages' flags checked: Switchyard asks peers not to compress, and a
-///   compressed message ends the call with `internal`), trailers become a trailers frame
-///   and a status frame; all in arrival order, in one byte queue the call reads.
+///   (its messages' flags checked: on a stream whose `grpc-encoding` is `identity` or
+///   absent a compressed message ends the call with `internal`); on a gzip stream the
+///   messages are inflated (``GRPCMessageDeframer``, bounded by the call's maximum
+///   message size) and passed on as plain message frames; trailers become a trailers
+///   frame and a status frame; all in arrival order, in one byte queue the call reads.
 /// - **Flow control.** The stream's window is given back only for bytes the call read:
 ///   while the call does not read (its flow control asks for nothing), the peer can send
 ///   at most one window more. That is behaviour 5 of the design on HTTP/2.
@@ -70,6 +74,25 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private var sentHeaders = false
     /// Client: whether response headers arrived (else an ending block is trailers-only).
     var receivedHeaders = false
+    /// The encoding of what this side sends (client: the request's `grpc-encoding`;
+    /// server: the response's) and its compressor; nil for `identity`, the path that
+    /// costs nothing.
+    let outboundEncoding: GRPCEncoding
+    private let compressor: GRPCGzipCompressor?
+    /// The encoding of what the peer sends (server: the request's `grpc-encoding`;
+    /// client: the response's, once its headers came) and, once DATA came on a stream
+    /// that is not `identity`, the deframer that inflates it.
+    private var inboundEncoding: GRPCEncoding {
+        didSet { inboundEncoded = inboundEncoding != .identity }
+    }
+    /// Whether ``inboundEncoding`` is not `identity` (a flag, so DATA on the plain path
+    /// costs no comparison of names).
+    private var inboundEncoded: Bool
+    private var deframer: GRPCMessageDeframer?
+    /// The largest message the call accepts, inflated (the call's
+    /// ``CallConfiguration/maximumMessageSize``): a gzip message that inflates past it
+    /// ends the call before it is inflated further.
+    var maximumMessageSize = Frame.defaultMaximumMessageSize
     /// Server: trailing metadata from a trailers frame, sent with the status.
     private var pendingTrailers = CallMetadata()
     private var deliverScheduled = false
@@ -82,24 +105,47 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     var remoteAddress: Endpoint { h2.connection.remoteAddress }
 
     /// Client: a stream to be opened with `requestFields` when the call writes its
-    /// headers frame; with `retry`, the call is retried transparently if the server
+    /// headers frame, its messages sent in `requestEncoding` (the `grpc-encoding` of
+    /// `requestFields`); with `retry`, the call is retried transparently if the server
     /// refuses it unprocessed (TransparentRetry.swift).
-    init(client owner: ChannelConnection, requestFields: [HPACKField], retry: TransparentRetry? = nil) {
+    init(
+        client owner: ChannelConnection, requestFields: [HPACKField], requestEncoding: GRPCEncoding = .identity,
+        maximumMessageSize: Int = Frame.defaultMaximumMessageSize, retry: TransparentRetry? = nil
+    ) {
         self.h2 = owner.h2
         self.owner = owner
         self.role = .client
         self.requestFields = requestFields
+        self.outboundEncoding = requestEncoding
+        self.compressor = requestEncoding == .gzip ? GRPCGzipCompressor() : nil
+        self.inboundEncoding = .identity
+        self.inboundEncoded = false
+        self.maximumMessageSize = maximumMessageSize
         self.retryState = retry.map(StreamRetry.init(shared:))
+        self.deadline = nil
     }
 
+    /// Server: the call's deadline, when the request carried `grpc-timeout`
+    /// (ServerDeadline.swift).
+    let deadline: CallDeadline?
+
     /// Server: the stream `stream` a client opened with a request for `method` carrying
-    /// `metadata`.
-    init(server h2: H2Connection, stream: H2StreamID, method: String, metadata: CallMetadata, endStream: Bool) {
+    /// `metadata`, with `deadline` if the request had one, its messages in
+    /// `requestEncoding`; the responses go in `responseEncoding`.
+    init(
+        server h2: H2Connection, stream: H2StreamID, method: String, metadata: CallMetadata, endStream: Bool,
+        deadline: CallDeadline? = nil, requestEncoding: GRPCEncoding = .identity, responseEncoding: GRPCEncoding = .identity
+    ) {
         self.h2 = h2
+        self.deadline = deadline
         self.role = .server
         self.requestFields = []
         self.owner = nil
         self.stream = stream
+        self.outboundEncoding = responseEncoding
+        self.compressor = responseEncoding == .gzip ? GRPCGzipCompressor() : nil
+        self.inboundEncoding = requestEncoding
+        self.inboundEncoded = requestEncoding != .identity
         h2.setDelegate(self, for: stream)
         inbound += CallMetadata.headersFrame(method: method, metadata: metadata)
         peerEnded = endStream
@@ -241,6 +287,29 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         }
     }
 
+    /// Server: the call's deadline passed (ServerDeadline.swift). The status goes out as
+    /// trailers (trailers-only if no headers went out), then RST_STREAM NO_ERROR if the
+    /// client's half is still open (an early response, as after any status). Only if this
+    /// side already ended, or data still waits for window (a reset drops what is queued,
+    /// and the status could only follow it), is the stream reset with CANCEL instead. The
+    /// call hears its stream closed.
+    func expire(status: CallStatus) {
+        onLoop {
+            guard self.ending == nil else { return }
+            guard let stream = self.stream, !self.sentEnd, self.h2.queuedBytes(stream) == 0 else {
+                self.end(code: .cancel)
+                return
+            }
+            self.sentEnd = true
+            let fields = self.sentHeaders
+                ? ((try? GRPCResponse.trailersFields(status: status)) ?? [])
+                : GRPCResponse.trailersOnlyFields(status: status)
+            try? self.h2.sendHeaders(stream, fields, endStream: true)
+            // Once both halves ended the stream is gone, and the reset sends nothing.
+            self.end(code: .noError)
+        }
+    }
+
     /// Server: refuses the stream before any handler saw it (RST_STREAM REFUSED_STREAM):
     /// the client's call ends `unavailable`, reason `stream refused`, which says nothing
     /// was processed and a retry is safe.
@@ -284,7 +353,9 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             let payload = bytes[(index + Frame.headerSize)..<end]
             switch kind {
             case .message:
-                if messages.isEmpty && index == 0 && end == bytes.count {
+                if let compressor {
+                    appendCompressed(payload, or: bytes[index..<end], to: &messages, compressor)
+                } else if messages.isEmpty && index == 0 && end == bytes.count {
                     messages = bytes
                 } else {
                     messages += bytes[index..<end]
@@ -321,6 +392,20 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             }
         } catch {
             completion?(failure(error))
+        }
+    }
+
+    /// Appends the message `payload` compressed with its prefix (flag 1), or `framed`
+    /// (the message as it came, flag 0) when compression would not make it smaller:
+    /// gRPC lets each message of a compressed stream say whether it is compressed.
+    private func appendCompressed(
+        _ payload: ArraySlice<UInt8>, or framed: ArraySlice<UInt8>, to messages: inout [UInt8], _ compressor: GRPCGzipCompressor
+    ) {
+        let compressed = payload.withUnsafeBytes { GRPCMessageFramer.frame($0, compressingWith: compressor) }
+        if compressed.count < framed.count {
+            messages += compressed
+        } else {
+            messages += framed
         }
     }
 
@@ -395,7 +480,10 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     private func sendResponseHeaders(_ stream: H2StreamID, _ metadata: CallMetadata) throws(H2StreamError) {
         sentHeaders = true
-        let fields = (try? GRPCResponse.headersFields(encoding: .identity, acceptEncodings: [], metadata: metadata))
+        // Compressing: say so, and what this side reads.
+        let accepted = compressor == nil ? [] : GRPCEncoding.supported
+        let fields = (try? GRPCResponse.headersFields(encoding: outboundEncoding, acceptEncodings: accepted, metadata: metadata))
+            ?? (try? GRPCResponse.headersFields(encoding: outboundEncoding, acceptEncodings: accepted, metadata: CallMetadata()))
             ?? GRPCResponse.trailersOnlyFields(status: .ok).prefix(2).map { $0 }
         try h2.sendHeaders(stream, fields, endStream: false)
     }
@@ -475,7 +563,11 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         // The server answered: the call is never retried.
         if retryState != nil { releaseRetry() }
         if endStream {
-            let (status, trailing) = receivedHeaders ? GRPCResponse.readTrailers(fields) : GRPCResponse.readTrailersOnly(fields)
+            var (status, trailing) = receivedHeaders ? GRPCResponse.readTrailers(fields) : GRPCResponse.readTrailersOnly(fields)
+            if let deframer, deframer.bufferedBytes > 0 {
+                // The stream ended inside a gzip message.
+                do throws(TransportError) { try deframer.finish() } catch { (status, trailing) = (CallStatus(error: error), CallMetadata()) }
+            }
             deliverStatus(status, trailing)
             return
         }
@@ -484,11 +576,13 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             h2.resetStream(stream, code: .protocolError)
             return
         }
-        switch GRPCResponse.readHeaders(fields, acceptedEncodings: []) {
+        // Any encoding this side reads, whatever it listed in grpc-accept-encoding.
+        switch GRPCResponse.readHeaders(fields, acceptedEncodings: GRPCEncoding.supported) {
         case .informational:
             return
         case .head(let head):
             receivedHeaders = true
+            inboundEncoding = head.encoding
             inbound += CallMetadata.headersFrame(method: "", metadata: head.metadata)
             scheduleDelivery()
         case .ended(let status, let metadata):
@@ -521,6 +615,10 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             h2.resetStream(stream, code: .protocolError)
             return
         }
+        if inboundEncoded {
+            receiveEncoded(stream, bytes, endStream: endStream, flowControlledLength: flowControlledLength)
+            return
+        }
         if let problem = checkMessageFlags(bytes) {
             h2.consumed(stream, bytes: flowControlledLength)
             refuse(stream, problem)
@@ -528,6 +626,37 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
         }
         inbound += bytes
         unreadFlowControlled += flowControlledLength
+        if endStream { peerEnded = true }
+        scheduleDelivery()
+    }
+
+    /// DATA on a stream whose encoding is not `identity`: its whole messages, inflated,
+    /// become message frames for the call. The octets of a message not yet whole are
+    /// held by the deframer, not the call, so their window is given back at once when
+    /// the call has nothing else to read (else it would wait for a read that a
+    /// message larger than the window never lets come); what the deframer holds is
+    /// bounded by the maximum message size.
+    private func receiveEncoded(_ stream: H2StreamID, _ bytes: [UInt8], endStream: Bool, flowControlledLength: Int) {
+        if deframer == nil {
+            deframer = GRPCMessageDeframer(maximumMessageSize: maximumMessageSize, decompressor: GRPCGzipDecompressor())
+        }
+        deframer!.append(bytes)
+        do throws(TransportError) {
+            while let message = try deframer!.next() {
+                inbound += Frame.encode(.message, payload: message)
+            }
+            if endStream { try deframer!.finish() }
+        } catch {
+            h2.consumed(stream, bytes: flowControlledLength)
+            refuse(stream, error)
+            return
+        }
+        if inbound.isEmpty {
+            h2.consumed(stream, bytes: unreadFlowControlled + flowControlledLength)
+            unreadFlowControlled = 0
+        } else {
+            unreadFlowControlled += flowControlledLength
+        }
         if endStream { peerEnded = true }
         scheduleDelivery()
     }
@@ -548,7 +677,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
             if prefixSeen == 0 {
                 switch byte {
                 case 0: break
-                case 1: return "the peer sent a compressed message, though this side accepts no encoding"
+                case 1: return "the peer sent a compressed message on a stream whose grpc-encoding is identity (or absent)"
                 default: return "the peer sent a message with flags \(byte), which gRPC does not define"
                 }
                 prefixLength = 0
@@ -566,7 +695,11 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     /// Ends the call at once with `internal`: the peer sent what it cannot read.
     private func refuse(_ stream: H2StreamID, _ message: String) {
-        let error = TransportError(code: .internal, reason: .protocolViolation, message: message)
+        refuse(stream, TransportError(code: .internal, reason: .protocolViolation, message: message))
+    }
+
+    /// Ends the call at once with `error`: the peer sent what it cannot read.
+    private func refuse(_ stream: H2StreamID, _ error: TransportError) {
         if role == .client {
             inbound.removeAll()
             deliverStatus(CallStatus(error: error), CallMetadata())

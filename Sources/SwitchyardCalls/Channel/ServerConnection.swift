@@ -9,7 +9,8 @@ import SwitchyardHTTP2
 /// A request that is not a gRPC call the server can read (a `content-type` that is not
 /// gRPC's, a `:method` other than POST, a malformed `grpc-timeout`, an encoding it does
 /// not read) is answered at once, before any handler, as gRPC's PROTOCOL-HTTP2 says
-/// (``GRPCRequestRejection``), and the connection goes on.
+/// (``GRPCRequestRejection``), and the connection goes on. A request with a
+/// `grpc-timeout` has a deadline from the moment its headers arrived (ServerDeadline.swift).
 ///
 /// The server's ``CallServerConfiguration`` applies to each connection:
 /// - Keepalive enforcement: each PING from the client goes through ``PingStrikes``
@@ -135,7 +136,9 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
         }
         let call = CallStreamConnection(
             server: connection, stream: stream, method: CallStreamConnection.method(forPath: request.path),
-            metadata: request.metadata, endStream: endStream)
+            metadata: request.metadata, endStream: endStream, deadline: CallDeadline(server: request.timeout),
+            requestEncoding: request.encoding,
+            responseEncoding: request.responseEncoding(preferring: settings.responseCompression.map(\.encoding)))
         makeCall(call)
     }
 

@@ -314,7 +314,8 @@ extension CallStreamConnection {
             streamEnded(error)
         case .success(let lease):
             shared.adopt(lease)
-            let target = CallStreamConnection(client: lease.connection, requestFields: requestFields)
+            let target = CallStreamConnection(
+                client: lease.connection, requestFields: requestFields, requestEncoding: outboundEncoding, maximumMessageSize: maximumMessageSize)
             target.setHandler(RetryRelay(self))
             retry.phase = .relayed(target)
             let entries = retry.entries

@@ -5,8 +5,10 @@ package import Switchyard
 ///
 /// Sending (``appendGRPCFields(to:)``):
 /// - a key gRPC or HTTP/2 keeps for itself is refused (``isReservedForGRPC(key:)``):
-///   `grpc-` keys other than `grpc-status-details-bin` (gRPC reserves them "for future
-///   GRPC use"), `te`, `content-type`, and the connection-specific fields HTTP/2 forbids
+///   `grpc-` keys (gRPC reserves them "for future GRPC use") other than those gRPC
+///   carries as metadata (`grpc-status-details-bin`; gRFC A6's `grpc-retry-pushback-ms`
+///   in a server's trailers and `grpc-previous-rpc-attempts` in a retried request, which
+///   GRPCCore reads and writes), `te`, `content-type`, and the connection-specific fields HTTP/2 forbids
 ///   (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`, `upgrade`,
 ///   `host`). Refused, not dropped: sending one is a program's mistake, and dropping it
 ///   would hide it. (`user-agent` is not refused: in a request it joins Switchyard's own,
@@ -30,7 +32,12 @@ extension CallMetadata {
 
     /// Whether `key` (lower-case) is one custom metadata may not use (see the type's rules).
     package static func isReservedForGRPC(key: String) -> Bool {
-        if key.hasPrefix("grpc-") { return key != "grpc-status-details-bin" }
+        if key.hasPrefix("grpc-") {
+            switch key {
+            case "grpc-status-details-bin", "grpc-retry-pushback-ms", "grpc-previous-rpc-attempts": return false
+            default: return true
+            }
+        }
         switch key {
         case "te", "content-type", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host":
             return true

@@ -52,6 +52,19 @@ struct GRPCCustomMetadataTests {
     }
 
     @Test(
+        "gRFC A6's retry keys go on the wire as metadata, both ways",
+        arguments: ["grpc-retry-pushback-ms", "grpc-previous-rpc-attempts"])
+    func retryKeysPass(key: String) throws {
+        var metadata = CallMetadata()
+        try metadata.addString("250", forKey: key)
+        var fields: [GRPCHeaderField] = []
+        try metadata.appendGRPCFields(to: &fields)
+        #expect(fields == Self.fields([(key, "250")]))
+        let received = try CallMetadata(grpcFields: fields)
+        #expect(received[stringValues: key] == ["250"])
+    }
+
+    @Test(
         "Keys gRPC and HTTP/2 keep for themselves are refused when sending",
         arguments: [
             "grpc-status", "grpc-message", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-future", "te",
