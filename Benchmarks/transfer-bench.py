@@ -8,7 +8,9 @@ What it does:
   and with $BENCH_CC -O2 the load generator into Benchmarks/.build/c/ (as Benchmarks/run).
 - Makes one 1 GiB file (TRANSFER_BYTES), a periodic pattern, in a temporary folder under
   TRANSFER_DIR (default /var/tmp); the server's --dir is a fresh folder next to it, so
-  both are on the same filesystem. Its SHA-256 (Python's hashlib) is the expected one.
+  both are on the same filesystem. Its SHA-256 and its transfer digest (Python's hashlib;
+  the SHA-256 of its 64 KiB leaves' SHA-256s) are the expected ones: tools of protocol
+  version 1 print the first, later ones the second.
   The file is written and fsynced once; the sender then reads it from the page cache.
 - Per round (ROUNDS, default 3), per backend (BACKENDS, default "bsd libuv"), in turn:
     raw       echo-server --mode raw --event-loops 1 under `loadgen stream PORT 65536 2`
@@ -31,6 +33,9 @@ What it does:
               measure_floor): the least any transfer with a whole-file SHA-256 at both
               ends does on the core, network aside. Its MiB/s against raw says whether the
               0.8 target can be met on this machine at all.
+    before    with BEFORE_BIN=DIR (an earlier release build's transfer-server and
+              transfer-client), the same transfers with those tools in the same round
+              (`before`, `before-shm`), so before and after see the same load.
   Server and client (or loadgen) are pinned to one core (CPU, default 0), as in
   Benchmarks/run; the sender's transport has its default event loops on that core.
 - The phases of each transfer come from the times the client's plain `progress:` lines
@@ -75,6 +80,10 @@ SHM = os.environ.get("SHM", "1") != "0" and Path("/dev/shm").is_dir()
 CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
 SWIFT_BUILD_FLAGS = os.environ.get("SWIFT_BUILD_FLAGS", "").split()
 OUT_NAME = os.environ.get("OUT_NAME", "transfer")
+# A folder with an earlier build's transfer-server and transfer-client (release), to
+# measure interleaved with this one: kinds `before` (disk) and `before-shm`. Tools of
+# protocol version 1 print the file's SHA-256, later ones its transfer digest.
+BEFORE_BIN = os.environ.get("BEFORE_BIN")
 PIN = ["taskset", "-c", CPU] if CPU else []
 MIB = 1 << 20
 
@@ -174,12 +183,25 @@ def measure_raw(bin_dir, backend, work):
         server.stop()
 
 
+LEAF = 64 << 10
+
+
+def transfer_digest(part, leaves):
+    """Appends to `leaves` the SHA-256 of each 64 KiB leaf of `part` (a multiple of the
+    leaf size, or the file's end): the transfer digest is the SHA-256 of them all
+    (TransferChunkDigest; protocol version 2)."""
+    for start in range(0, len(part), LEAF):
+        leaves.append(hashlib.sha256(part[start:start + LEAF]).digest())
+
+
 def make_file(folder):
     """A TRANSFER_BYTES file of a periodic pattern (a 1 MiB block, each block's first 8
-    bytes its index), fsynced; returns its path and SHA-256 hex."""
+    bytes its index), fsynced; returns its path, SHA-256 hex and transfer digest hex
+    (what the tools print since protocol version 2)."""
     path = Path(folder) / "transfer-bench.bin"
     block = bytearray((i * 7 + (i >> 8)) & 0xFF for i in range(MIB))
     hasher = hashlib.sha256()
+    leaves = []
     with open(path, "wb") as f:
         written = 0
         index = 0
@@ -188,11 +210,12 @@ def make_file(folder):
             part = bytes(block[: min(MIB, TRANSFER_BYTES - written)])
             f.write(part)
             hasher.update(part)
+            transfer_digest(part, leaves)
             written += len(part)
             index += 1
         f.flush()
         os.fsync(f.fileno())
-    return path, hasher.hexdigest()
+    return path, hasher.hexdigest(), hashlib.sha256(b"".join(leaves)).hexdigest()
 
 
 def measure_floor(file, parent):
@@ -219,6 +242,8 @@ def measure_floor(file, parent):
 
 
 def measure_transfer(bin_dir, backend, file, expected, parent, work):
+    """`expected`: the hex digests a summary may carry (the file's SHA-256 for tools of
+    protocol version 1, its transfer digest for later ones)."""
     """One transfer into a fresh --dir under `parent`; returns its figures."""
     recv = Path(tempfile.mkdtemp(prefix="recv.", dir=parent))
     argv = [str(bin_dir / "transfer-server"), "--dir", str(recv), "--backend", backend,
@@ -253,8 +278,9 @@ def measure_transfer(bin_dir, backend, file, expected, parent, work):
         if proc.returncode != 0 or summary is None:
             raise RuntimeError(f"transfer-client ({backend}) failed ({proc.returncode}):\n" + "\n".join(lines) + "\n" + err)
         m = re.match(r"sent (\d+) bytes, resent (\d+) bytes, resumes (\d+), sha256 ([0-9a-f]{64})$", summary)
-        if not m or m.group(4) != expected or int(m.group(1)) != TRANSFER_BYTES:
-            raise RuntimeError(f"unexpected summary: {summary!r} (expected {TRANSFER_BYTES} bytes, sha256 {expected})")
+        if not m or m.group(4) not in expected or int(m.group(1)) != TRANSFER_BYTES:
+            raise RuntimeError(f"unexpected summary: {summary!r} (expected {TRANSFER_BYTES} bytes, sha256 one of {expected})")
+        expected = m.group(4)
         # The server's `received` line comes once the file is complete and checked.
         deadline = time.time() + 10
         while expected not in Path(server.log_path).read_text() and time.time() < deadline:
@@ -361,6 +387,29 @@ def report(samples, info):
             v = med(samples, k, b, "mibps")
             cells.append(f"{v / fl:.2f}" if v else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Against the copy alone (`dd bs=256k conv=fsync` of the file on the same filesystem, no "
+              "hashing, no network: MiB/s of the file):", "",
+              "| backend | where | dd MiB/s | build | transfer MiB/s | transfer / dd |", "|---|---|---:|---|---:|---:|"]
+    for b in BACKENDS:
+        for k, fk, where in [("transfer", "floor", "disk"), ("shm", "floor-shm", "/dev/shm")]:
+            if k not in kinds:
+                continue
+            dd = TRANSFER_BYTES / MIB / med(samples, fk, "-", "copy_s")
+            for kk, build_name in [(k, "this"), ("before" if k == "transfer" else "before-shm", "before")]:
+                v = med(samples, kk, b, "mibps")
+                if v:
+                    lines.append(f"| {b} | {where} | {dd:.0f} | {build_name} | {v:.0f} | {v / dd:.2f} |")
+    if BEFORE_BIN:
+        lines += ["", f"Before and after, interleaved (before: {BEFORE_BIN}), medians:", "",
+                  "| backend | where | before MiB/s | before / raw | after MiB/s | after / raw | after / before |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for b in BACKENDS:
+            raw = med(samples, "raw", b, "mibps")
+            for k, bk, where in [("transfer", "before", "disk"), ("shm", "before-shm", "/dev/shm")]:
+                if k not in kinds:
+                    continue
+                v, w = med(samples, bk, b, "mibps"), med(samples, k, b, "mibps")
+                lines.append(f"| {b} | {where} | {v:.0f} | {v / raw:.2f} | {w:.0f} | {w / raw:.2f} | {w / v:.2f} |")
     lines += ["", "Against the issue's target (transfer MiB/s >= 0.8 x raw stream MiB/s, same backend):", "",
               "| target | value | rounds | goal | status |", "|---|---:|---|---|---|"]
     for b in BACKENDS:
@@ -373,10 +422,10 @@ def report(samples, info):
               "| backend | where | wall s | setup + client SHA-256 s | data (to last ack) s | data MiB/s | final (receiver sync + SHA-256) s | client CPU s | server CPU s |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for b in BACKENDS:
-        for k in kinds:
+        for k in kinds + (["before", "before-shm"] if BEFORE_BIN else []):
             d = med(samples, k, b, "data_s")
             lines.append("| " + " | ".join([
-                b, "disk" if k == "transfer" else "/dev/shm",
+                b, {"transfer": "disk", "shm": "/dev/shm", "before": "disk, before", "before-shm": "/dev/shm, before"}[k],
                 f"{med(samples, k, b, 'wall_s'):.2f}", f"{med(samples, k, b, 'setup_hash_s'):.2f}",
                 f"{d:.2f}", f"{TRANSFER_BYTES / MIB / d:.0f}", f"{med(samples, k, b, 'final_s'):.2f}",
                 f"{med(samples, k, b, 'client_cpu_s'):.2f}", f"{med(samples, k, b, 'server_cpu_s'):.2f}"]) + " |")
@@ -405,7 +454,8 @@ def main():
     shm_work = Path(tempfile.mkdtemp(prefix="transfer-bench.", dir="/dev/shm")) if SHM else None
     try:
         log(f"making a {TRANSFER_BYTES} byte file in {work} ({fs_type(work)})")
-        file, expected = make_file(work)
+        file, sha, tree = make_file(work)
+        expected = (sha, tree)
         # Python's hashlib (OpenSSL) over the file, from the page cache: a reference speed.
         t = time.monotonic()
         h = hashlib.sha256()
@@ -428,8 +478,12 @@ def main():
                 s = measure_raw(bin_dir, b, work)
                 samples.append({"round": r, "backend": b, "kind": "raw", **s})
                 log(f"round {r} {b:5} raw      {s['mibps']:7.0f} MiB/s")
-                for kind, f, parent in [("transfer", file, work)] + ([("shm", shm_file, shm_work)] if shm_work else []):
-                    s = measure_transfer(bin_dir, b, f, expected, parent, work)
+                runs = [("transfer", bin_dir, file, work)] + ([("shm", bin_dir, shm_file, shm_work)] if shm_work else [])
+                if BEFORE_BIN:
+                    before = Path(BEFORE_BIN)
+                    runs += [("before", before, file, work)] + ([("before-shm", before, shm_file, shm_work)] if shm_work else [])
+                for kind, bins, f, parent in runs:
+                    s = measure_transfer(bins, b, f, expected, parent, work)
                     samples.append({"round": r, "backend": b, "kind": kind, **s})
                     log(f"round {r} {b:5} {kind:8} {s['mibps']:7.0f} MiB/s  wall {s['wall_s']:.2f} s "
                         f"(setup+hash {s['setup_hash_s']:.2f}, data {s['data_s']:.2f}, final {s['final_s']:.2f}; "

@@ -23,8 +23,8 @@ import SwitchyardCalls
 // next one goes over the new path; `--stall-timeout` ends a call that made no progress
 // for that long (the backend's stall detection).
 //
-// With `--resume-state PATH` the resume state (id, the file's identity, size and
-// SHA-256, the acknowledged offset) is saved in PATH as acknowledgements arrive and when
+// With `--resume-state PATH` the resume state (id, the file's identity, size, the
+// acknowledged offset and the digest of the bytes below it) is saved in PATH as acknowledgements arrive and when
 // the send stops, loaded at start, and removed once the file is sent: a client that was
 // killed, run again with the same arguments, picks up where the last one stopped instead
 // of starting over (and refuses a file that changed meanwhile).
@@ -35,6 +35,8 @@ import SwitchyardCalls
 //
 //     sent N bytes, resent R bytes, resumes K, sha256 HEX
 //
+// HEX is the transfer digest both ends agreed on: the SHA-256 of the SHA-256s of the
+// file's 64 KiB leaves (`TransferChunkDigest`), not what `sha256sum` prints.
 // N is what this process sent (bytes the server already held are not sent), R the part
 // of N sent more than once, K the new calls after broken ones, plus one when this
 // process picked up a transfer the server held part of, not all (a restart with
@@ -69,7 +71,8 @@ struct Send: AsyncParsableCommand {
         abstract: "Sends one file; resumes after broken connections, and after a restart with --resume-state.",
         discussion: """
             Shows a progress bar on a terminal (plain 'progress:' lines otherwise) and ends \
-            with one line: 'sent N bytes, resent R bytes, resumes K, sha256 HEX'. N counts \
+            with one line: 'sent N bytes, resent R bytes, resumes K, sha256 HEX' (HEX: the \
+            transfer digest, the SHA-256 of the file's 64 KiB leaves' SHA-256s). N counts \
             the bytes this process sent, R those of them sent more than once, K the times \
             the transfer was picked up from an offset (a new call after a broken one, or a \
             start that found part, not all, of the file at the server). Exits 1 when the transfer fails (the resume state is kept).

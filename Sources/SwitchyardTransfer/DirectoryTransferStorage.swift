@@ -1,22 +1,24 @@
-import Crypto
 import Glibc
 import Switchyard
 import Synchronization
 
 /// A ``TransferStorage`` in a folder: a finished transfer is the file `DIR/<id>`; while
 /// it runs its bytes are in `DIR/.partial/<id>` and its record in
-/// `DIR/.partial/<id>.state` (one line: `v1 SIZE SHA256HEX DURABLEOFFSET COMPLETE`).
+/// `DIR/.partial/<id>.state` (one line: `v2 SIZE DIGESTHEX DURABLEOFFSET COMPLETE`, the
+/// digest `-` until the file is complete), its leaf digests (32 bytes per 64 KiB leaf)
+/// in `DIR/.partial/<id>.digests`.
 ///
-/// Durability: ``sync(id:through:)`` fsyncs the data file, then replaces the record
+/// Durability: ``sync(id:through:)`` fsyncs the data and digest files, then replaces the record
 /// (written to a temporary file, fsynced, renamed, the folder fsynced), so a durable
 /// offset on disk never runs ahead of the bytes. ``record(for:)`` truncates the data
-/// file to the durable offset (and starts the transfer over if the file is shorter). Errors are `internal`, reason `i/o error`, with the
+/// and digest files to the durable offset (and starts the transfer over if either is
+/// shorter). Errors are `internal`, reason `i/o error`, with the
 /// errno (`permissionDenied` for `EACCES`/`EPERM`).
 public final class DirectoryTransferStorage: TransferStorage {
     /// The folder finished files go to.
     public let directory: String
     private var partial: String { directory + "/.partial" }
-    /// Open data files, by id.
+    /// Open data and digest files, by path.
     private let files = Mutex<[String: Int32]>([:])
 
     /// Uses `directory` (created if missing, with its `.partial` folder).
@@ -39,38 +41,57 @@ public final class DirectoryTransferStorage: TransferStorage {
 
     public func record(for id: String) throws -> TransferRecord? {
         guard let text = try? readText(statePath(id)) else { return nil }
-        let fields = text.split(separator: " ").map(String.init)
-        guard fields.count == 5, fields[0] == "v1", let size = UInt64(fields[1]),
-              let sha = TransferDigest.bytes(hex: fields[2]), sha.count == TransferDigest.byteCount,
-              let durable = UInt64(fields[3]), durable <= size else {
+        // A record of protocol version 1 (a whole-file SHA-256, no leaf digests): the
+        // transfer starts over (``create(_:)`` replaces it).
+        if text.hasPrefix("v1 ") { return nil }
+        guard var record = Self.parse(text, id: id) else {
             throw TransportError(code: .internal, reason: .ioError, message: "unreadable transfer state \(statePath(id))")
         }
-        var record = TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
         if !record.isComplete {
-            let fd = try file(id)
-            var info = stat()
-            guard fstat(fd, &info) == 0 else { throw Self.error("fstat \(dataPath(id))") }
-            if UInt64(info.st_size) < durable {
-                // The data file lost bytes the record calls durable (removed or cut by
+            let data = try file(dataPath(id))
+            let digests = try file(digestPath(id))
+            let leaves = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferDigest.byteCount)
+            if try size(of: data, dataPath(id)) < off_t(record.durableOffset) || (try size(of: digests, digestPath(id))) < leaves {
+                // The files lost bytes the record calls durable (removed or cut by
                 // hand): start over rather than fill the gap with zeros.
                 record.durableOffset = 0
                 try saveState(record)
             }
-            guard ftruncate(fd, off_t(record.durableOffset)) == 0 else { throw Self.error("ftruncate \(dataPath(id))") }
+            guard ftruncate(data, off_t(record.durableOffset)) == 0 else { throw Self.error("ftruncate \(dataPath(id))") }
+            let kept = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferDigest.byteCount)
+            guard ftruncate(digests, kept) == 0 else { throw Self.error("ftruncate \(digestPath(id))") }
         }
         return record
     }
 
     public func create(_ record: TransferRecord) throws {
-        closeFile(record.id)
-        unlink(dataPath(record.id))
-        let fd = try file(record.id)
-        guard fsync(fd) == 0 else { throw Self.error("fsync \(dataPath(record.id))") }
+        for path in [dataPath(record.id), digestPath(record.id)] {
+            closeFile(path)
+            unlink(path)
+            guard fsync(try file(path)) == 0 else { throw Self.error("fsync \(path)") }
+        }
         try saveState(record)
     }
 
     public func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
-        let fd = try file(id)
+        try write(bytes, at: offset, path: dataPath(id))
+    }
+
+    public func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws {
+        try write(digests[...], at: UInt64(index * TransferDigest.byteCount), path: digestPath(id))
+    }
+
+    public func leafDigests(id: String) throws -> [UInt8] {
+        let fd = try file(digestPath(id))
+        return try read(fd, digestPath(id), at: 0, count: Int(try size(of: fd, digestPath(id))))
+    }
+
+    public func read(id: String, at offset: UInt64, count: Int) throws -> [UInt8] {
+        try read(try file(dataPath(id)), dataPath(id), at: offset, count: count)
+    }
+
+    private func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, path: String) throws {
+        let fd = try file(path)
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { buffer in
@@ -78,50 +99,38 @@ public final class DirectoryTransferStorage: TransferStorage {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Self.error("pwrite \(dataPath(id))")
+                throw Self.error("pwrite \(path)")
             }
             done += n
         }
     }
 
     public func sync(id: String, through offset: UInt64) throws {
-        let fd = try file(id)
-        guard fsync(fd) == 0 else { throw Self.error("fsync \(dataPath(id))") }
+        for path in [dataPath(id), digestPath(id)] {
+            guard fsync(try file(path)) == 0 else { throw Self.error("fsync \(path)") }
+        }
         guard var record = try stateRecord(id) else { throw TransportError(code: .internal, reason: .ioError, message: "no state for \(id)") }
         record.durableOffset = offset
         try saveState(record)
     }
 
-    public func digest(id: String) throws -> [UInt8] {
-        let fd = try file(id)
-        var hasher = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset: off_t = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, $0.count, offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Self.error("pread \(dataPath(id))")
-            }
-            if n == 0 { break }
-            hasher.update(data: buffer[0..<n])
-            offset += off_t(n)
-        }
-        return Array(hasher.finalize())
-    }
-
-    public func complete(id: String) throws {
+    public func complete(id: String, sha256: [UInt8]) throws {
         guard var record = try stateRecord(id) else { throw TransportError(code: .internal, reason: .ioError, message: "no state for \(id)") }
-        closeFile(id)
+        closeFile(dataPath(id))
+        closeFile(digestPath(id))
         guard rename(dataPath(id), path(of: id)) == 0 else { throw Self.error("rename \(dataPath(id))") }
         record.isComplete = true
         record.durableOffset = record.size
+        record.sha256 = sha256
         try saveState(record)
+        unlink(digestPath(id))
     }
 
     public func discard(id: String) throws {
-        closeFile(id)
-        unlink(dataPath(id))
+        for path in [dataPath(id), digestPath(id)] {
+            closeFile(path)
+            unlink(path)
+        }
         unlink(statePath(id))
         try syncDirectory(partial)
     }
@@ -130,31 +139,65 @@ public final class DirectoryTransferStorage: TransferStorage {
 
     private func dataPath(_ id: String) -> String { partial + "/" + id }
     private func statePath(_ id: String) -> String { partial + "/" + id + ".state" }
+    private func digestPath(_ id: String) -> String { partial + "/" + id + ".digests" }
 
-    private func file(_ id: String) throws -> Int32 {
+    private func file(_ path: String) throws -> Int32 {
         try files.withLock { files in
-            if let fd = files[id] { return fd }
-            let fd = open(dataPath(id), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw Self.error("open \(dataPath(id))") }
-            files[id] = fd
+            if let fd = files[path] { return fd }
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw Self.error("open \(path)") }
+            files[path] = fd
             return fd
         }
     }
 
-    private func closeFile(_ id: String) {
-        if let fd = files.withLock({ $0.removeValue(forKey: id) }) { close(fd) }
+    private func closeFile(_ path: String) {
+        if let fd = files.withLock({ $0.removeValue(forKey: path) }) { close(fd) }
+    }
+
+    private func size(of fd: Int32, _ path: String) throws -> off_t {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Self.error("fstat \(path)") }
+        return info.st_size
+    }
+
+    private func read(_ fd: Int32, _ path: String, at offset: UInt64, count: Int) throws -> [UInt8] {
+        try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = 0
+            while initialized < count {
+                let n = pread(fd, buffer.baseAddress! + initialized, count - initialized, off_t(offset) + off_t(initialized))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw Self.error("pread \(path)")
+                }
+                if n == 0 { break }
+                initialized += n
+            }
+        }
+    }
+
+    private static func parse(_ text: String, id: String) -> TransferRecord? {
+        let fields = text.split(separator: " ").map(String.init)
+        guard fields.count == 5, fields[0] == "v2", let size = UInt64(fields[1]),
+              let durable = UInt64(fields[3]), durable <= size else { return nil }
+        let sha: [UInt8]
+        if fields[2] == "-" {
+            sha = []
+        } else {
+            guard let bytes = TransferDigest.bytes(hex: fields[2]), bytes.count == TransferDigest.byteCount else { return nil }
+            sha = bytes
+        }
+        return TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
     }
 
     private func stateRecord(_ id: String) throws -> TransferRecord? {
         guard let text = try? readText(statePath(id)) else { return nil }
-        let fields = text.split(separator: " ").map(String.init)
-        guard fields.count == 5, let size = UInt64(fields[1]), let sha = TransferDigest.bytes(hex: fields[2]),
-              let durable = UInt64(fields[3]) else { return nil }
-        return TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
+        return Self.parse(text, id: id)
     }
 
     private func saveState(_ record: TransferRecord) throws {
-        let line = "v1 \(record.size) \(TransferDigest.hex(record.sha256)) \(record.durableOffset) \(record.isComplete ? 1 : 0)"
+        let digest = record.sha256.isEmpty ? "-" : TransferDigest.hex(record.sha256)
+        let line = "v2 \(record.size) \(digest) \(record.durableOffset) \(record.isComplete ? 1 : 0)"
         let temporary = statePath(record.id) + ".new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Self.error("open \(temporary)") }
@@ -180,7 +223,7 @@ public final class DirectoryTransferStorage: TransferStorage {
         guard fd >= 0 else { throw Self.error("open \(path)") }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 512)
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
         guard n >= 0 else { throw Self.error("read \(path)") }
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }

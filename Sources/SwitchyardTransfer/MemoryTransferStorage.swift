@@ -1,4 +1,3 @@
-import Crypto
 import Switchyard
 import Synchronization
 
@@ -9,6 +8,7 @@ public final class MemoryTransferStorage: TransferStorage {
     private struct Entry {
         var record: TransferRecord
         var bytes: [UInt8]
+        var digests: [UInt8] = []
     }
     private let entries = Mutex<[String: Entry]>([:])
 
@@ -23,9 +23,11 @@ public final class MemoryTransferStorage: TransferStorage {
     }
 
     public func record(for id: String) throws -> TransferRecord? {
-        entries.withLock { entries in
+        entries.withLock { entries -> TransferRecord? in
             guard var entry = entries[id] else { return nil }
             entry.bytes.removeSubrange(Int(entry.record.durableOffset)...)
+            let leaves = TransferChunkDigest.leafCount(size: entry.record.durableOffset)
+            entry.digests.removeSubrange(min(entry.digests.count, leaves * TransferDigest.byteCount)...)
             entries[id] = entry
             return entry.record
         }
@@ -54,17 +56,39 @@ public final class MemoryTransferStorage: TransferStorage {
         }
     }
 
-    public func digest(id: String) throws -> [UInt8] {
+    public func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws {
         try entries.withLock { entries in
-            guard let entry = entries[id] else { throw Self.unknown(id) }
-            return Array(SHA256.hash(data: entry.bytes))
+            guard var entry = entries[id] else { throw Self.unknown(id) }
+            guard index * TransferDigest.byteCount == entry.digests.count else {
+                throw TransportError(code: .internal, reason: .ioError, message: "leaf digests from leaf \(index) after \(entry.digests.count / 32) of \(id)")
+            }
+            entries[id] = nil
+            entry.digests += digests
+            entries[id] = entry
         }
     }
 
-    public func complete(id: String) throws {
+    public func leafDigests(id: String) throws -> [UInt8] {
+        try entries.withLock { entries in
+            guard let entry = entries[id] else { throw Self.unknown(id) }
+            return entry.digests
+        }
+    }
+
+    public func read(id: String, at offset: UInt64, count: Int) throws -> [UInt8] {
+        try entries.withLock { entries in
+            guard let entry = entries[id] else { throw Self.unknown(id) }
+            let start = Int(min(offset, UInt64(entry.bytes.count)))
+            return Array(entry.bytes[start..<min(entry.bytes.count, start + count)])
+        }
+    }
+
+    public func complete(id: String, sha256: [UInt8]) throws {
         try entries.withLock { entries in
             guard entries[id] != nil else { throw Self.unknown(id) }
             entries[id]!.record.isComplete = true
+            entries[id]!.record.durableOffset = entries[id]!.record.size
+            entries[id]!.record.sha256 = sha256
         }
     }
 

@@ -19,18 +19,25 @@ import Synchronization
 /// **Resuming.** A call that ends `unavailable` (reset, connectivity or path changed,
 /// stalled, reclaimed, suspended, refused while the receiver restarts, ...) is followed,
 /// after a short delay doubling up to ``TransferOptions/maximumRetryDelay``, by a new
-/// call that offers the same id, size and SHA-256; the receiver answers from where.
+/// call that offers the same id and size; the receiver answers from where, with the
+/// digest of the bytes it holds, which the sender checks against its source.
 /// Bytes it acknowledged are never sent again; at most one ``TransferOptions/window``
 /// of bytes is sent again per break. The sender gives up with `unavailable`, reason
 /// `resume impossible` (the last break's error in the message) when
 /// ``TransferOptions/maximumAttempts`` calls in a row broke before the receiver
 /// answered, or ``TransferOptions/reconnectTimeout`` passed since the break.
 ///
+/// **Integrity.** Each chunk is hashed as it is read to be sent and again as it arrives
+/// (``TransferChunkDigest``); a chunk that arrives corrupted is sent again. The
+/// result's ``TransferResult/sha256`` is the transfer digest both ends computed.
+///
 /// **Errors** (all `TransportError`): `failedPrecondition`/`source changed` when the
-/// receiver knows the id with another size or SHA-256, when the resume state's SHA-256
-/// is not the source's, or when the source changed during the send (see
-/// ``TransferSource/checkUnchanged()``); `aborted`/`integrity mismatch` when the
-/// receiver's SHA-256 of the whole file differs; `cancelled` after ``cancel()`` or when
+/// receiver knows the id with another size, when the bytes it holds are not the
+/// source's first bytes, when the resume state's digest is not the source's, or when
+/// the source changed during the send (see ``TransferSource/checkUnchanged()``);
+/// `aborted`/`integrity mismatch` when the receiver's transfer digest of the whole file
+/// differs, or when chunks kept arriving corrupted (``TransferOptions/maximumAttempts``
+/// calls in a row); `cancelled` after ``cancel()`` or when
 /// the sending task is cancelled; `unavailable`/`resume impossible` as above; a
 /// source's read error; `internal`/`protocol violation` for a receiver that breaks the
 /// protocol.
@@ -95,19 +102,24 @@ public final class Transfer: Sendable {
         guard TransferRecord.isValid(id: id) else {
             throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "transfer id \"\(id)\" is not 1-255 letters, digits, '.', '_' or '-' (not starting with '.')")
         }
-        let sha256 = try source.sha256()
+        var digests: [UInt8] = []
         if let resumeState {
             guard resumeState.id == id else {
                 throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "the resume state is for transfer \(resumeState.id), not \(id)")
             }
-            guard resumeState.size == source.size, resumeState.sha256 == sha256 else {
+            // The bytes the state says were acknowledged must still be the source's: they
+            // are hashed (read once, not sent) and compared with the state's digest.
+            if resumeState.size == source.size {
+                digests = try TransferChunkDigest.leafDigests(of: source, count: resumeState.acknowledgedOffset)
+            }
+            guard resumeState.size == source.size, TransferChunkDigest.digest(ofLeafDigests: digests[...]) == resumeState.sha256 else {
                 throw TransportError(
                     code: .failedPrecondition, reason: .sourceChanged,
-                    message: "\(source.identity) is not the source of the resume state (\(resumeState.size) bytes, sha256 \(TransferDigest.hex(resumeState.sha256))): refusing to splice")
+                    message: "\(source.identity) is not the source of the resume state (\(resumeState.size) bytes, digest \(TransferDigest.hex(resumeState.sha256)) of the first \(resumeState.acknowledgedOffset)): refusing to splice")
             }
             state.withLock { $0.resumeState = resumeState }
         }
-        let session = TransferSession(transfer: self, source: source, id: id, sha256: sha256)
+        let session = TransferSession(transfer: self, source: source, id: id, leafDigests: digests)
         do {
             let result = try await session.run()
             if let path = options.resumeStatePath { TransferResumeState.remove(at: path) }

@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardCalls
+import Synchronization
 
 /// The receiver's syncs and `ack`s, behind its writes: the receiving loop tells it each
 /// offset it has written through (``wrote(through:)``), and a task off the event loop
@@ -19,14 +20,15 @@ import SwitchyardCalls
 /// chunk that the sender holds back for want of an `ack`); ``finish(through:)`` and
 /// ``stop()`` give the error.
 ///
-/// Used by one receiving loop; its handler must ``stop()`` (or ``finish(through:)``) it
+/// ``wrote(through:)`` may be called from the receiver's worker (one call at a time,
+/// offsets rising); its handler must ``stop()`` (or ``finish(through:)``) it
 /// before it lets go of the transfer's id, so no sync of an old call runs on while a new
 /// call for the id reads the record.
-struct TransferAcknowledger {
+final class TransferAcknowledger: Sendable {
     private let requests: AsyncStream<UInt64>.Continuation
     private let task: Task<TransportError?, Never>
     private let interval: UInt64
-    private var requested: UInt64
+    private let requested: Mutex<UInt64>
 
     /// Starts the task for the call `call` of transfer `id`, whose durable offset is
     /// `offset`.
@@ -34,7 +36,7 @@ struct TransferAcknowledger {
         let (offsets, requests) = AsyncStream<UInt64>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.requests = requests
         self.interval = interval
-        self.requested = offset
+        self.requested = Mutex(offset)
         self.task = Task(executorPreference: globalConcurrentExecutor) {
             for await offset in offsets {
                 do throws(TransportError) {
@@ -51,20 +53,25 @@ struct TransferAcknowledger {
 
     /// The loop has written every byte below `offset`: hands it over for a sync when
     /// `interval` bytes were written since the last one.
-    mutating func wrote(through offset: UInt64) {
-        guard offset - requested >= interval else { return }
-        requested = offset
-        requests.yield(offset)
+    func wrote(through offset: UInt64) {
+        let hand = requested.withLock { requested in
+            guard offset - requested >= interval else { return false }
+            requested = offset
+            return true
+        }
+        if hand { requests.yield(offset) }
     }
 
     /// Syncs through `offset` (every byte received), waits for that sync and its `ack`
     /// to be sent, and ends the task.
     /// - Throws: the first sync's error.
-    mutating func finish(through offset: UInt64) async throws(TransportError) {
-        if offset > requested {
+    func finish(through offset: UInt64) async throws(TransportError) {
+        let hand = requested.withLock { requested in
+            guard offset > requested else { return false }
             requested = offset
-            requests.yield(offset)
+            return true
         }
+        if hand { requests.yield(offset) }
         requests.finish()
         if let error = await task.value { throw error }
     }

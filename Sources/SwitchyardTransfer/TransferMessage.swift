@@ -3,33 +3,45 @@ public import Switchyard
 /// One message of the transfer protocol: each is one message of a `Call` (so the call's
 /// 5-byte frame carries its length), and its first byte is its kind.
 ///
-/// ## The protocol (version 1)
+/// ## The protocol (version 2)
 ///
 /// The sender opens a call (flow control on at both ends) and speaks first:
 ///
-/// 1. sender → `offer`: which transfer (its id), the whole source's size and SHA-256,
-///    and its window (the most bytes it keeps sent and not acknowledged).
+/// 1. sender → `offer`: which transfer (its id), the whole source's size, and its window
+///    (the most bytes it keeps sent and not acknowledged). No digest: the sender hashes
+///    its source as it sends it (``TransferChunkDigest``), not before.
 /// 2. receiver → `resume`: the offset it has durably written for that id (0 if the id is
-///    new; the size if the file is complete already, and the sender goes on to `end`).
-///    A call still open for that id (left over from a broken connection the receiver
-///    has not noticed yet) is ended first. Or the receiver ends the call with
-///    an error status and no `resume`: `failedPrecondition`, reason `source changed`
-///    (the id is known with another size or hash: never spliced),
+///    new; the size if the file is complete already, and the sender goes on to `end`),
+///    and the transfer digest of the bytes below it. The sender checks that digest
+///    against its own source's first bytes and ends the call with `failedPrecondition`,
+///    reason `source changed`, if they differ (never spliced). A call still open for that
+///    id (left over from a broken connection the receiver has not noticed yet) is ended
+///    first. Or the receiver ends the call with an error status and no `resume`:
+///    `failedPrecondition`, reason `source changed` (the id is known with another size),
 ///    `invalidArgument` (a malformed id), `unimplemented` (another protocol version).
-/// 3. sender → `chunk`s: offset and bytes, the first at the `resume` offset, each
-///    following the last with no gap or overlap.
-/// 4. receiver → `ack`s: the offset up to which the bytes are durable (written and
-///    fsynced), cumulative. A sync starts whenever the bytes written since the last one
-///    started reach the smaller of its own ack interval and half the sender's window, and
-///    runs while the receiver goes on receiving; its `ack` follows when it is done
-///    (`TransferAcknowledger`). The sender keeps
+/// 3. sender → `chunk`s: offset, digest (the SHA-256 of the chunk's leaf digests) and
+///    bytes, the first at the `resume` offset, each following the last with no gap or
+///    overlap, each starting at a multiple of ``TransferChunkDigest/leafSize``. The
+///    receiver hashes each chunk (off the event loop) before it stores it; a chunk whose
+///    bytes do not match its digest is not stored, and the receiver ends the call with
+///    `unavailable`, reason `integrity mismatch`: the sender resumes from the durable
+///    offset, so the chunk is sent again (at most one window is). After
+///    ``TransferOptions/maximumAttempts`` such ends in a row with no acknowledgement in
+///    between, the sender gives up with `aborted`, reason `integrity mismatch`.
+/// 4. receiver → `ack`s: the offset up to which the bytes (and their leaf digests) are
+///    durable (written and fsynced), cumulative. A sync starts whenever the bytes
+///    written since the last one started reach the smaller of its own ack interval and
+///    half the sender's window, and runs while the receiver goes on receiving; its `ack`
+///    follows when it is done (`TransferAcknowledger`). The sender keeps
 ///    at most one window of bytes sent and not acknowledged (at least one chunk), and
-///    sends chunks of at most half a window, so it never waits for an `ack` that the
-///    receiver is not going to send.
-/// 5. sender → `end`, once every byte was sent.
-/// 6. receiver: syncs, checks the SHA-256 of the whole file and answers `done` (size
-///    and SHA-256, the ones it checked) then ends the call with status OK; or ends it with
-///    `aborted`, reason `integrity mismatch` (it then discards the partial file).
+///    sends chunks of at most half a window (but at least one leaf), so it never waits
+///    for an `ack` that the receiver is not going to send.
+/// 5. sender → `end`, once every byte was sent, with the transfer digest of the whole
+///    source.
+/// 6. receiver: syncs, compares the transfer digest of the leaf digests it stored (it
+///    reads no byte back) with the sender's, and answers `done` (size and digest) then
+///    ends the call with status OK; or ends it with `aborted`, reason
+///    `integrity mismatch` (it then discards the partial file).
 ///    The call ends with the receiver's status; the sender closes its end then.
 ///
 /// A broken call (`unavailable`) leaves the receiver's durable offset where the last
@@ -40,28 +52,29 @@ public import Switchyard
 /// ## Wire format
 ///
 /// Integers are unsigned, big-endian. Every message starts with its kind (1 byte).
+/// Digests are 32 bytes (``TransferChunkDigest``).
 ///
 /// | kind | name | fields after the kind |
 /// |---|---|---|
-/// | 1 | `offer` | version (1 byte, 1), size (8), SHA-256 (32), window (4), id length (2), id (UTF-8) |
-/// | 2 | `resume` | offset (8) |
-/// | 3 | `chunk` | offset (8), bytes (the rest of the message) |
+/// | 1 | `offer` | version (1 byte, 2), size (8), window (4), id length (2), id (UTF-8) |
+/// | 2 | `resume` | offset (8), digest of the bytes below it (32) |
+/// | 3 | `chunk` | offset (8), digest (32), bytes (the rest of the message) |
 /// | 4 | `ack` | durable offset (8) |
-/// | 5 | `end` | nothing |
-/// | 6 | `done` | size (8), SHA-256 (32) |
+/// | 5 | `end` | digest of the whole source (32) |
+/// | 6 | `done` | size (8), digest (32) |
 ///
 /// A message that is too short, of an unknown kind, or out of turn ends the call with
 /// `internal`, reason `protocol violation`.
 public enum TransferMessage: Sendable, Hashable {
-    case offer(version: UInt8, id: String, size: UInt64, sha256: [UInt8], window: UInt32)
-    case resume(offset: UInt64)
-    case chunk(offset: UInt64, bytes: [UInt8])
+    case offer(version: UInt8, id: String, size: UInt64, window: UInt32)
+    case resume(offset: UInt64, sha256: [UInt8])
+    case chunk(offset: UInt64, sha256: [UInt8], bytes: [UInt8])
     case ack(offset: UInt64)
-    case end
+    case end(sha256: [UInt8])
     case done(size: UInt64, sha256: [UInt8])
 
     /// The protocol version this module speaks.
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// The longest id, in UTF-8 bytes.
     public static let maximumIDLength = 255
 
@@ -69,27 +82,32 @@ public enum TransferMessage: Sendable, Hashable {
     public var encoded: [UInt8] {
         var out: [UInt8] = []
         switch self {
-        case .offer(let version, let id, let size, let sha256, let window):
+        case .offer(let version, let id, let size, let window):
             let idBytes = Array(id.utf8)
-            out.reserveCapacity(48 + idBytes.count)
+            out.reserveCapacity(16 + idBytes.count)
             out.append(1)
             out.append(version)
             Self.append(size, to: &out)
-            out += sha256
             for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: window >> UInt32(shift))) }
             out.append(UInt8(truncatingIfNeeded: idBytes.count >> 8))
             out.append(UInt8(truncatingIfNeeded: idBytes.count))
             out += idBytes
-        case .resume(let offset):
+        case .resume(let offset, let sha256):
             out.append(2)
             Self.append(offset, to: &out)
-        case .chunk(let offset, let bytes):
-            return Self.chunk(offset: offset, bytes: bytes[...])
+            out += sha256
+        case .chunk(let offset, let sha256, let bytes):
+            out.reserveCapacity(41 + bytes.count)
+            out.append(3)
+            Self.append(offset, to: &out)
+            out += sha256
+            out += bytes
         case .ack(let offset):
             out.append(4)
             Self.append(offset, to: &out)
-        case .end:
+        case .end(let sha256):
             out.append(5)
+            out += sha256
         case .done(let size, let sha256):
             out.append(6)
             Self.append(size, to: &out)
@@ -98,39 +116,50 @@ public enum TransferMessage: Sendable, Hashable {
         return out
     }
 
-    /// A `chunk` message's bytes, built straight from a slice (one copy).
+    /// The bytes before a `chunk` message's payload.
+    public static let chunkHeaderSize = 41
+
+    /// A `chunk` message's bytes, built straight from a slice (one copy) that starts at a
+    /// leaf boundary; its digest is computed from `bytes`.
     public static func chunk(offset: UInt64, bytes: ArraySlice<UInt8>) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(9 + bytes.count)
-        out.append(3)
-        append(offset, to: &out)
-        out += bytes
-        return out
+        chunk(offset: offset, count: bytes.count) { buffer in
+            bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            return bytes.count
+        }.message
     }
 
     /// A `chunk` message of up to `count` bytes whose bytes `fill` writes straight into
-    /// it (returning how many it wrote).
-    public static func chunk(offset: UInt64, count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> [UInt8] {
-        try [UInt8](unsafeUninitializedCapacity: 9 + count) { buffer, initialized in
+    /// it (returning how many it wrote); its digest is computed from those bytes (the
+    /// chunk must start at a leaf boundary). Returns the message and the chunk's leaf
+    /// digests.
+    public static func chunk(offset: UInt64, count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> (message: [UInt8], leafDigests: [UInt8]) {
+        var leaves: [UInt8] = []
+        let message = try [UInt8](unsafeUninitializedCapacity: chunkHeaderSize + count) { buffer, initialized in
             buffer[0] = 3
             for index in 0..<8 { buffer[1 + index] = UInt8(truncatingIfNeeded: offset >> UInt64(56 - 8 * index)) }
-            initialized = 9
-            let filled = try fill(UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[9..<(9 + count)])))
-            initialized = 9 + min(max(filled, 0), count)
+            let payload = UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[chunkHeaderSize..<(chunkHeaderSize + count)]))
+            let filled = min(max(try fill(payload), 0), count)
+            leaves = TransferChunkDigest.leafDigests(of: UnsafeRawBufferPointer(rebasing: payload[0..<filled]))
+            let digest = TransferChunkDigest.digest(ofLeafDigests: leaves[...])
+            for index in 0..<TransferDigest.byteCount { buffer[9 + index] = digest[index] }
+            initialized = chunkHeaderSize + filled
         }
+        return (message, leaves)
     }
 
-    /// A `chunk` message's offset and bytes without copying them; nil for another kind.
+    /// A `chunk` message's offset, digest and bytes without copying the bytes; nil for
+    /// another kind.
     /// - Throws: `internal`, reason `protocol violation`, for a chunk too short.
-    public static func chunk(in message: [UInt8]) throws(TransportError) -> (offset: UInt64, bytes: ArraySlice<UInt8>)? {
+    public static func chunk(in message: [UInt8]) throws(TransportError) -> (offset: UInt64, sha256: ArraySlice<UInt8>, bytes: ArraySlice<UInt8>)? {
         guard message.first == 3 else { return nil }
-        guard message.count >= 9 else {
+        guard message.count >= chunkHeaderSize else {
             throw TransportError(code: .internal, reason: .protocolViolation, message: "malformed transfer message: a chunk of \(message.count) bytes")
         }
-        return (readUInt64(message, at: 1), message[9...])
+        return (readUInt64(message, at: 1), message[9..<chunkHeaderSize], message[chunkHeaderSize...])
     }
 
-    /// Decodes a message.
+    /// Decodes a message. An `offer` of another version decodes with only its version
+    /// (empty id, size and window 0), so a receiver can refuse it by version.
     /// - Throws: `internal`, reason `protocol violation`, for a short message, an
     ///   unknown kind, or an id that is not UTF-8.
     public init(decoding message: [UInt8]) throws(TransportError) {
@@ -143,25 +172,29 @@ public enum TransferMessage: Sendable, Hashable {
         }
         switch kind {
         case 1:
-            try need(48)
-            let window = message[42..<46].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            let idLength = Int(message[46]) << 8 | Int(message[47])
-            try need(48 + idLength)
-            guard let id = String(validating: message[48..<(48 + idLength)], as: UTF8.self) else { throw bad("the id is not UTF-8") }
-            self = .offer(
-                version: message[1], id: id, size: Self.readUInt64(message, at: 2), sha256: Array(message[10..<42]),
-                window: window)
+            try need(2)
+            guard message[1] == Self.version else {
+                self = .offer(version: message[1], id: "", size: 0, window: 0)
+                return
+            }
+            try need(16)
+            let window = message[10..<14].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let idLength = Int(message[14]) << 8 | Int(message[15])
+            try need(16 + idLength)
+            guard let id = String(validating: message[16..<(16 + idLength)], as: UTF8.self) else { throw bad("the id is not UTF-8") }
+            self = .offer(version: message[1], id: id, size: Self.readUInt64(message, at: 2), window: window)
         case 2:
-            try need(9)
-            self = .resume(offset: Self.readUInt64(message, at: 1))
+            try need(41)
+            self = .resume(offset: Self.readUInt64(message, at: 1), sha256: Array(message[9..<41]))
         case 3:
-            try need(9)
-            self = .chunk(offset: Self.readUInt64(message, at: 1), bytes: Array(message[9...]))
+            try need(Self.chunkHeaderSize)
+            self = .chunk(offset: Self.readUInt64(message, at: 1), sha256: Array(message[9..<41]), bytes: Array(message[41...]))
         case 4:
             try need(9)
             self = .ack(offset: Self.readUInt64(message, at: 1))
         case 5:
-            self = .end
+            try need(33)
+            self = .end(sha256: Array(message[1..<33]))
         case 6:
             try need(41)
             self = .done(size: Self.readUInt64(message, at: 1), sha256: Array(message[9..<41]))
@@ -184,11 +217,13 @@ public enum TransferMessage: Sendable, Hashable {
 }
 
 extension TransportError.Reason {
-    /// A transfer's id is known to the receiver with another size or SHA-256, or the
-    /// sender's source changed since its resume state was saved: resuming would splice
-    /// two different sources.
+    /// A transfer's id is known to the receiver with another size, or bytes it holds are
+    /// not the sender's source's (their digest differs), or the sender's source changed
+    /// since its resume state was saved: resuming would splice two different sources.
     public static let sourceChanged = TransportError.Reason("source changed")
-    /// The received file's SHA-256 is not the one the sender offered.
+    /// A received chunk's bytes do not match its digest (`unavailable`: the sender sends
+    /// it again), or the received file's transfer digest is not the sender's
+    /// (`aborted`).
     public static let integrityMismatch = TransportError.Reason("integrity mismatch")
     /// The sender gave up reconnecting (its tries or its reconnect timeout ran out).
     public static let resumeImpossible = TransportError.Reason("resume impossible")

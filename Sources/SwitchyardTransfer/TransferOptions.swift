@@ -4,7 +4,9 @@ import SwitchyardCalls
 /// Settings of a ``Transfer`` (the sending side).
 public struct TransferOptions: Sendable {
     /// Bytes per chunk message (default 256 KiB; at most half the ``window``, and at most
-    /// what the receiver accepts: a ``TransferServer`` takes 1 MiB by default).
+    /// what the receiver accepts: a ``TransferServer`` takes 1 MiB by default). Rounded
+    /// down to a multiple of ``TransferChunkDigest/leafSize`` (64 KiB), and at least one
+    /// leaf whatever the window.
     public var chunkSize: Int
     /// The most bytes sent and not yet acknowledged (default 4 MiB). After a broken call
     /// at most this many bytes are sent again.
@@ -40,8 +42,12 @@ public struct TransferOptions: Sendable {
         self.resumeStatePath = resumeStatePath
     }
 
-    /// The chunk size used: ``chunkSize`` capped at half the window.
-    var effectiveChunkSize: Int { max(1, min(chunkSize, window / 2)) }
+    /// The chunk size used: ``chunkSize`` capped at half the window, in whole leaves (at
+    /// least one).
+    var effectiveChunkSize: Int {
+        let leaf = TransferChunkDigest.leafSize
+        return max(1, min(chunkSize, window / 2) / leaf) * leaf
+    }
 
     /// The calls' options: flow control on.
     var callOptions: CallConfiguration { CallConfiguration(enableFlowControl: true) }

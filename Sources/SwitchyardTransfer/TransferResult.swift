@@ -14,7 +14,9 @@ public struct TransferResult: Sendable, Hashable {
     public var resumes: Int
     /// The offset the first call of this send resumed at (what the receiver already held).
     public var startOffset: UInt64
-    /// The SHA-256 of the whole file, as sender and receiver agree (32 bytes).
+    /// The transfer digest of the whole file, as sender and receiver agree (32 bytes):
+    /// the SHA-256 of its 64 KiB leaves' SHA-256s (``TransferChunkDigest``), not the
+    /// SHA-256 of the file.
     public var sha256: [UInt8]
     /// How long the send took.
     public var duration: Duration

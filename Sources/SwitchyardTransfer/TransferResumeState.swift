@@ -3,22 +3,25 @@ public import Switchyard
 
 /// What a sender needs to pick a transfer up again, in another ``Transfer`` or another
 /// process (URLSession's resume data is the model): the id, the source's identity, its
-/// size and SHA-256, and the last offset the receiver acknowledged.
+/// size, the last offset the receiver acknowledged and the transfer digest of the bytes
+/// below it.
 ///
 /// The receiver stays the authority on where to resume (its `resume` answer); the saved
-/// offset says how far the last sender got, and the SHA-256 lets a new sender refuse a
+/// offset says how far the last sender got, and the digest lets a new sender refuse a
 /// source that changed (`failedPrecondition`, reason `source changed`) before it sends
-/// a byte.
+/// a byte: it hashes the source's first ``acknowledgedOffset`` bytes (only those) to
+/// compare.
 ///
 /// Its file form (``encoded``) is UTF-8 text, one `key value` per line after the first
-/// line `switchyard-transfer-resume 1`: `id`, `source`, `size`, `sha256` (hex),
-/// `acknowledged`.
+/// line `switchyard-transfer-resume 2`: `id`, `source`, `size`, `sha256` (hex, the
+/// digest), `acknowledged`.
 public struct TransferResumeState: Sendable, Hashable {
     public var id: String
     /// The source's ``TransferSource/identity`` (a file's path, size, mtime, inode).
     public var sourceIdentity: String
     public var size: UInt64
-    /// The whole source's SHA-256 (32 bytes).
+    /// The transfer digest (``TransferChunkDigest``, 32 bytes) of the source's first
+    /// ``acknowledgedOffset`` bytes.
     public var sha256: [UInt8]
     /// Bytes from the start that the receiver acknowledged as durable.
     public var acknowledgedOffset: UInt64
@@ -31,7 +34,7 @@ public struct TransferResumeState: Sendable, Hashable {
         self.acknowledgedOffset = acknowledgedOffset
     }
 
-    private static let header = "switchyard-transfer-resume 1"
+    private static let header = "switchyard-transfer-resume 2"
 
     /// The state as bytes (see the type's comment).
     public var encoded: [UInt8] {

@@ -8,14 +8,18 @@ import Synchronization
 /// ``MemoryTransferStorage`` for tests, or your own sink).
 ///
 /// Each transfer is resumable: a sender whose call broke asks again and is told the
-/// offset the storage has durably written. A known id offered with another size or
-/// SHA-256 is refused (`failedPrecondition`, reason `source changed`); a file whose
-/// SHA-256 does not match is discarded (`aborted`, reason `integrity mismatch`). A new
-/// call for an id that an open call holds ends that call first (see the protocol).
+/// offset the storage has durably written, with the digest of those bytes (the sender
+/// refuses to go on if its source's differ). A known id offered with another size is
+/// refused (`failedPrecondition`, reason `source changed`). Each chunk is hashed as it
+/// arrives, on a worker rather than the event loop; one that does not match its digest
+/// is not stored and the call ends `unavailable`, reason `integrity mismatch`, so the
+/// sender sends it again; a file whose transfer digest does not match is discarded
+/// (`aborted`, reason `integrity mismatch`). A new call for an id that an open call holds
+/// ends that call first (see the protocol).
 ///
 /// Memory: each call asks for one message at a time, so the server holds at most about
-/// one chunk plus one read buffer per open call, whatever its sender does
-/// (``bufferedBytes``).
+/// two chunks (one received, one being hashed and stored) plus one read buffer per open
+/// call, whatever its sender does (``bufferedBytes`` counts the read buffer).
 public final class TransferServer: Sendable {
     /// The listener's address.
     public let localAddress: Endpoint
@@ -65,7 +69,7 @@ public final class TransferServer: Sendable {
         try await start(transport: transport, on: endpoint, storage: try DirectoryTransferStorage(directory: directory), options: options)
     }
 
-    /// Every transfer that finished (received whole, SHA-256 checked, stored), in order.
+    /// Every transfer that finished (received whole, digests checked, stored), in order.
     /// One consumer; ends when ``serve()`` returns (after ``close()``, once the open
     /// transfers ended), or at ``closeNow()``. Unread, the newest 1,024 are kept.
     public var finished: AsyncStream<TransferRecord> { finishedStream }

@@ -2,12 +2,17 @@ import Switchyard
 import SwitchyardCalls
 
 /// One send of a ``Transfer``: the sender's half of the protocol (``TransferMessage``)
-/// and the retry loop around it. Used by one task only.
+/// and the retry loop around it. Used by one task only (not an event loop's: it reads
+/// and hashes each chunk before handing it to the call).
+///
+/// It keeps the leaf digests (``TransferChunkDigest``) of the bytes it read, 32 bytes
+/// per 64 KiB: a `resume` answer is checked against them, the `end` digest is made of
+/// them. Digests it does not have (bytes a send before this one sent) it computes from
+/// the source when the receiver answers, reading only those bytes.
 final class TransferSession<Source: TransferSource> {
     let transfer: Transfer
     let source: Source
     let id: String
-    let sha256: [UInt8]
     let size: UInt64
     let options: TransferOptions
     let clock = ContinuousClock()
@@ -24,12 +29,20 @@ final class TransferSession<Source: TransferSource> {
     private var lastSave: ContinuousClock.Instant?
     /// Whether the current call got the receiver's `resume` answer.
     private var answered = false
+    /// The leaf digests of the source's first bytes, in order (32 bytes per leaf).
+    private var leafDigests: [UInt8]
+    /// Calls in a row the receiver ended for a corrupted chunk with no ack in between,
+    /// and the acknowledged offset when the last of them ended.
+    private var corruptions = 0
+    private var acknowledgedAtCorruption: UInt64 = 0
 
-    init(transfer: Transfer, source: Source, id: String, sha256: [UInt8]) {
+    /// `leafDigests`: what the caller computed already of the source's first bytes (a
+    /// resume state's check).
+    init(transfer: Transfer, source: Source, id: String, leafDigests: [UInt8]) {
         self.transfer = transfer
         self.source = source
         self.id = id
-        self.sha256 = sha256
+        self.leafDigests = leafDigests
         self.size = source.size
         self.options = transfer.options
         self.started = clock.now
@@ -48,11 +61,22 @@ final class TransferSession<Source: TransferSource> {
             calls += 1
             answered = false
             do {
-                try await attempt(resuming: calls > 1)
+                let digest = try await attempt(resuming: calls > 1)
                 return TransferResult(
                     id: id, size: size, bytesSent: bytesSent, bytesResent: bytesResent, resumes: resumes,
-                    startOffset: startOffset ?? 0, sha256: sha256, duration: clock.now - started)
+                    startOffset: startOffset ?? 0, sha256: digest, duration: clock.now - started)
             } catch let error as TransportError where error.code == .unavailable && error.reason != .resumeImpossible {
+                if error.reason == .integrityMismatch {
+                    // A chunk arrived corrupted: the next call sends it again, unless
+                    // that keeps happening with nothing acknowledged in between.
+                    corruptions = acknowledged > acknowledgedAtCorruption ? 1 : corruptions + 1
+                    acknowledgedAtCorruption = acknowledged
+                    if corruptions >= options.maximumAttempts {
+                        throw TransportError(
+                            code: .aborted, reason: .integrityMismatch,
+                            message: "transfer \(id): \(corruptions) calls in a row ended for a corrupted chunk at \(acknowledged) of \(size) bytes; the last: \(error.message)")
+                    }
+                }
                 if answered {
                     breaks = 0
                     brokenSince = nil
@@ -82,13 +106,14 @@ final class TransferSession<Source: TransferSource> {
         }
     }
 
-    /// One call: offer, resume, chunks within the window, end, done.
-    private func attempt(resuming: Bool) async throws {
+    /// One call: offer, resume, chunks within the window, end, done. Returns the
+    /// transfer digest both ends agreed on.
+    private func attempt(resuming: Bool) async throws -> [UInt8] {
         try await transfer.channel.withCall(options: options.callOptions) { call in
             try transfer.setCall(call)
             defer { try? transfer.setCall(nil) }
             do {
-                try await withTaskCancellationHandler {
+                return try await withTaskCancellationHandler {
                     try await exchange(on: call, resuming: resuming)
                 } onCancel: {
                     call.cancel()
@@ -104,13 +129,15 @@ final class TransferSession<Source: TransferSource> {
         }
     }
 
-    private func exchange(on call: AsyncCall, resuming: Bool) async throws {
-        let offer = TransferMessage.offer(version: TransferMessage.version, id: id, size: size, sha256: sha256, window: UInt32(options.window))
+    private func exchange(on call: AsyncCall, resuming: Bool) async throws -> [UInt8] {
+        let offer = TransferMessage.offer(version: TransferMessage.version, id: id, size: size, window: UInt32(options.window))
         try await call.write(offer.encoded)
-        guard case .resume(let offset) = try await next(call), offset <= size else {
-            throw violation("the receiver's first answer is not a resume within the size")
+        guard case .resume(let offset, let prefix) = try await next(call), offset <= size,
+              offset == size || offset % UInt64(TransferChunkDigest.leafSize) == 0 else {
+            throw violation("the receiver's first answer is not a resume at a leaf boundary within the size")
         }
         answered = true
+        try await checkPrefix(offset: offset, digest: prefix)
         // A resume: a new call after a broken one, or a first call that finds part of
         // the file at the receiver already (a sender restarted from its saved state).
         if resuming || (startOffset == nil && offset > 0 && offset < size) { resumes += 1 }
@@ -121,37 +148,75 @@ final class TransferSession<Source: TransferSource> {
         var sent = offset
         let chunk = UInt64(options.effectiveChunkSize)
         let window = UInt64(options.window)
+        // The next chunk is read and hashed by a worker while this one is written and
+        // acknowledgements are awaited: never on the call's event loop.
+        var prepared = sent < size ? prepare(at: sent, count: min(chunk, size - sent)) : nil
+        defer { prepared?.cancel() }
         while sent < size {
             let count = min(chunk, size - sent)
             while sent > acknowledged && sent - acknowledged + count > window {
                 try await readAck(call, sent: sent)
             }
-            let message = try TransferMessage.chunk(offset: sent, count: Int(count)) { [source, sent] buffer in
-                try source.read(at: sent, into: buffer)
+            guard let task = prepared else { break }
+            let (message, leaves) = try await task.value
+            let after = sent + count
+            prepared = after < size ? prepare(at: after, count: min(chunk, size - after)) : nil
+            let header = TransferMessage.chunkHeaderSize
+            guard message.count == header + Int(count) else {
+                throw TransportError(code: .failedPrecondition, reason: .sourceChanged, message: "\(source.identity) ended at \(sent + UInt64(message.count - header)) of \(size) bytes")
             }
-            guard message.count == 9 + Int(count) else {
-                throw TransportError(code: .failedPrecondition, reason: .sourceChanged, message: "\(source.identity) ended at \(sent + UInt64(message.count - 9)) of \(size) bytes")
-            }
+            let firstLeaf = Int(sent / UInt64(TransferChunkDigest.leafSize)) * TransferDigest.byteCount
+            if firstLeaf == leafDigests.count { leafDigests += leaves }
             if highestSent > sent { bytesResent += min(count, highestSent - sent) }
             try await call.write(message)
             sent += count
             bytesSent += count
             highestSent = max(highestSent, sent)
         }
-        try await call.write(TransferMessage.end.encoded)
+        let digest = TransferChunkDigest.digest(ofLeafDigests: leafDigests[...])
+        try await call.write(TransferMessage.end(sha256: digest).encoded)
         while true {
             switch try await next(call) {
             case .ack(let offset):
                 try take(ack: offset, sent: sent)
             case .done(let doneSize, let doneSHA):
-                guard doneSize == size, doneSHA == sha256 else { throw violation("done with another size or SHA-256") }
+                guard doneSize == size, doneSHA == digest else { throw violation("done with another size or digest") }
                 acknowledge(size, force: true)
                 // The receiver's OK status follows `done` and ends the call (closing it).
                 guard try await call.next() == nil else { throw violation("a message after done") }
-                return
+                return digest
             default:
                 throw violation("an unexpected message after end")
             }
+        }
+    }
+
+    /// A task off the event loop that reads `count` bytes at `offset` into a `chunk`
+    /// message and hashes them.
+    private func prepare(at offset: UInt64, count: UInt64) -> Task<(message: [UInt8], leafDigests: [UInt8]), any Error> {
+        let source = self.source
+        return Task(executorPreference: globalConcurrentExecutor) {
+            try TransferMessage.chunk(offset: offset, count: Int(count)) { buffer in
+                try source.read(at: offset, into: buffer)
+            }
+        }
+    }
+
+    /// Checks the receiver's digest of the bytes below `offset` against the source's,
+    /// hashing from the source the ones this send has no digest for; keeps the digests of
+    /// those bytes only (later chunks are hashed again as they are sent).
+    private func checkPrefix(offset: UInt64, digest: [UInt8]) async throws {
+        let leaves = TransferChunkDigest.leafCount(size: offset) * TransferDigest.byteCount
+        // A digest held is always of a whole leaf (or of the source's last one), and
+        // `offset` is a leaf boundary or the size: the first `leaves` held are the ones.
+        if leafDigests.count < leaves {
+            leafDigests = try await offLoop { [source] in try TransferChunkDigest.leafDigests(of: source, count: offset) }
+        }
+        leafDigests.removeSubrange(leaves...)
+        guard TransferChunkDigest.digest(ofLeafDigests: leafDigests[...]) == digest else {
+            throw TransportError(
+                code: .failedPrecondition, reason: .sourceChanged,
+                message: "transfer \(id): the receiver holds \(offset) bytes that are not the first bytes of \(source.identity) (their digests differ): refusing to splice")
         }
     }
 
@@ -191,7 +256,10 @@ final class TransferSession<Source: TransferSource> {
     }
 
     private func resumeState() -> TransferResumeState {
-        TransferResumeState(id: id, sourceIdentity: source.identity, size: size, sha256: sha256, acknowledgedOffset: acknowledged)
+        let leaves = min(leafDigests.count, TransferChunkDigest.leafCount(size: acknowledged) * TransferDigest.byteCount)
+        return TransferResumeState(
+            id: id, sourceIdentity: source.identity, size: size,
+            sha256: TransferChunkDigest.digest(ofLeafDigests: leafDigests[..<leaves]), acknowledgedOffset: acknowledged)
     }
 
     /// Saves the resume state where the options say (best effort: a failed save only

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// transfer-server --tls-cert and transfer-client --tls: a file sent over TLS arrives
-/// whole, with the SHA-256 `sha256sum` computes; a client without --tls is turned away.
+/// whole, with the transfer digest Python computes; a client without --tls is turned away.
 @Suite("transfer tools over TLS", .serialized, .timeLimit(.minutes(3)))
 struct TLSTransferToolsTests {
     @Test("transfer-client --tls sends a file whole to transfer-server --tls-cert", arguments: socketBackends)
@@ -23,10 +23,10 @@ struct TLSTransferToolsTests {
             name: "transfer-client(\(backend), tls)")
         let ending = await client.wait(timeout: .seconds(90))
         #expect(ending == .exit(0), "\(client.report)\n\(server.report)")
-        let sha256 = try await sha256sum(file)
+        let sha256 = try await transferDigest(file)
         let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
         #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: sha256), "\(client.report)")
-        #expect(try await sha256sum(dir + "/secret.bin") == sha256, "the stored copy differs")
+        #expect(try await transferDigest(dir + "/secret.bin") == sha256, "the stored copy differs")
         _ = try await server.waitForLine(containing: "transfer-server: received secret.bin (\(size) bytes, sha256 \(sha256))", timeout: .seconds(5))
         await expectCleanStop(server)
     }
@@ -87,7 +87,7 @@ struct TLSTransferToolsTests {
             common + ["--tls-cert", certificates.path("client.pem"), "--tls-key", certificates.path("client.key")],
             name: "transfer-client(client certificate)")
         #expect(await signed.wait(timeout: .seconds(60)) == .exit(0), "\(signed.report)\n\(server.report)")
-        #expect(try await sha256sum(dir + "/signed.bin") == (try await sha256sum(file)), "the stored copy differs")
+        #expect(try await transferDigest(dir + "/signed.bin") == (try await transferDigest(file)), "the stored copy differs")
         await expectCleanStop(server)
     }
 }

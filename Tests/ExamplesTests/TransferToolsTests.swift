@@ -4,7 +4,7 @@ import Glibc
 import Testing
 
 /// transfer-server and transfer-client as a user runs them: separate processes over
-/// loopback, the stored copy compared byte for byte, the SHA-256 checked by `sha256sum`
+/// loopback, the stored copy compared byte for byte, the transfer digest checked against Python's hashlib
 /// (a tool Switchyard did not write), and a sender killed mid-transfer and restarted
 /// with the same `--resume-state`.
 @Suite("transfer-server and transfer-client", .serialized, .timeLimit(.minutes(3)))
@@ -26,7 +26,7 @@ struct TransferToolsTests {
         #expect(ending == .exit(0), "\(client.report)\n\(server.report)")
 
         let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
-        let sha256 = try await sha256sum(file)
+        let sha256 = try await transferDigest(file)
         #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: sha256), "\(client.report)")
         // Exactly one summary line, and it is the last; plain progress lines (stdout is a
         // pipe), the last one at 100%.
@@ -72,14 +72,14 @@ struct TransferToolsTests {
         try #require(ending == .signal(SIGKILL), "the first client should die mid-transfer, not \(ending)\n\(first.report)")
         #expect(TransferSummary(first.stdout) == nil, "\(first.report)")
         let saved = try String(contentsOfFile: state, encoding: .utf8)
-        #expect(saved.hasPrefix("switchyard-transfer-resume 1\n") && saved.contains("id resumed.bin\n"), "the resume state: \(saved)")
+        #expect(saved.hasPrefix("switchyard-transfer-resume 2\n") && saved.contains("id resumed.bin\n"), "the resume state: \(saved)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/resumed.bin"), "the server finished a file the client never finished")
 
         let second = try Subprocess(try Products.path("transfer-client"), arguments, name: "transfer-client #2 (\(backend))")
         defer { second.killIfRunning() }
         #expect(await second.wait(timeout: .seconds(90)) == .exit(0), "\(second.report)\n\(server.report)")
         let summary = try #require(TransferSummary(second.stdout), "no summary line\n\(second.report)")
-        let sha256 = try await sha256sum(file)
+        let sha256 = try await transferDigest(file)
         #expect(summary.sha256 == sha256, "\(second.report)")
         // It did not start over: at most what the server had not acknowledged when the
         // first client died was sent again.
@@ -117,7 +117,7 @@ struct TransferToolsTests {
         #expect(output.contains("[########################] 100.0% 16.0/16.0 MiB"), "\(client.report)")
         #expect(!output.contains("progress:"), "\(client.report)")
         let summary = TransferSummary(output.replacingOccurrences(of: "\r", with: ""))
-        #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: try await sha256sum(file)), "\(client.report)")
+        #expect(summary == TransferSummary(sent: UInt64(size), resent: 0, resumes: 0, sha256: try await transferDigest(file)), "\(client.report)")
         await expectCleanStop(server, with: SIGINT)
     }
 
@@ -154,7 +154,7 @@ struct TransferToolsTests {
         client.send(SIGCONT)
         #expect(await client.wait(timeout: .seconds(90)) == .exit(0), "\(client.report)\n\(restarted.report)")
         let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
-        let sha256 = try await sha256sum(file)
+        let sha256 = try await transferDigest(file)
         #expect(summary.sha256 == sha256 && summary.resumes == 1, "\(client.report)")
         #expect(summary.resent <= 4 << 20 && summary.sent == UInt64(size) + summary.resent, "acknowledged \(acknowledged) before the restart\n\(client.report)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/restart.bin")) == Data(contentsOf: URL(fileURLWithPath: file)), "the stored copy differs")
@@ -193,7 +193,7 @@ struct TransferToolsTests {
             #expect(!errors.contains("network"), "no monitor without --follow-network\n\(what)")
         }
         let summary = try #require(TransferSummary(output), "no summary line\n\(what)")
-        #expect(summary.sha256 == (try await sha256sum(work.path + "/switch.bin")), "\(what)")
+        #expect(summary.sha256 == (try await transferDigest(work.path + "/switch.bin")), "\(what)")
         #expect(summary.resumes >= 1 && summary.resent <= 4 << 20 && summary.sent == UInt64(size) + summary.resent, "\(what)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: work.path + "/received/switch.bin")) == Data(contentsOf: URL(fileURLWithPath: work.path + "/switch.bin")), "the stored copy differs")
     }
@@ -320,7 +320,7 @@ exit $status
             try Products.path("transfer-client"), ["send", file, "--backend", backend, "--port", String(port), "--id", "interrupted-2.bin"],
             name: "transfer-client(\(backend)), another id")
         #expect(await renamed.wait(timeout: .seconds(60)) == .exit(0), "\(renamed.report)")
-        #expect(TransferSummary(renamed.stdout)?.sha256 == (try await sha256sum(file)), "\(renamed.report)")
+        #expect(TransferSummary(renamed.stdout)?.sha256 == (try await transferDigest(file)), "\(renamed.report)")
         await expectCleanStop(server)
     }
 
@@ -468,11 +468,21 @@ func writeRandomFile(_ path: String, size: Int) throws {
     try bytes.write(to: URL(fileURLWithPath: path))
 }
 
-/// The SHA-256 of the file at `path` as `sha256sum` (coreutils) prints it.
-func sha256sum(_ path: String) async throws -> String {
-    let result = try await run(.path("/usr/bin/sha256sum"), arguments: [path], output: .string(limit: 4096))
-    guard result.terminationStatus.isSuccess, let digest = result.standardOutput.split(separator: " ").first, digest.count == 64 else {
-        throw SubprocessFailure("sha256sum \(path) failed: \(result.terminationStatus)")
+/// The transfer digest of the file at `path` in hex (the SHA-256 of the SHA-256s of its
+/// 64 KiB leaves, as `TransferChunkDigest` defines it), computed apart from the library by
+/// Python's hashlib.
+func transferDigest(_ path: String) async throws -> String {
+    let script = """
+        import hashlib, sys
+        leaves = b""
+        with open(sys.argv[1], "rb") as f:
+            while block := f.read(65536):
+                leaves += hashlib.sha256(block).digest()
+        print(hashlib.sha256(leaves).hexdigest())
+        """
+    let result = try await run(.name("python3"), arguments: ["-c", script, path], output: .string(limit: 4096))
+    guard result.terminationStatus.isSuccess, let digest = result.standardOutput.split(separator: "\n").first, digest.count == 64 else {
+        throw SubprocessFailure("the transfer digest of \(path) failed: \(result.terminationStatus)")
     }
     return String(digest)
 }

@@ -3,6 +3,7 @@ import Switchyard
 import SwitchyardCalls
 import SwitchyardMemory
 import SwitchyardTransfer
+import Synchronization
 import Testing
 
 @Suite("DirectoryTransferStorage", .serialized, .timeLimit(.minutes(1)))
@@ -46,11 +47,70 @@ struct DirectoryTransferStorageTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let storage = try DirectoryTransferStorage(directory: directory)
         let bytes = testBytes(1000)
-        try storage.create(TransferRecord(id: "lost.bin", size: 1000, sha256: TransferDigest.sha256(bytes)))
+        try storage.create(TransferRecord(id: "lost.bin", size: 1000))
         try storage.write(bytes[0..<600], at: 0, id: "lost.bin")
+        try storage.writeLeafDigests(TransferChunkDigest.leafDigests(of: bytes[0..<600]), fromLeaf: 0, id: "lost.bin")
         try storage.sync(id: "lost.bin", through: 600)
+        #expect(try DirectoryTransferStorage(directory: directory).record(for: "lost.bin")?.durableOffset == 600)
         try FileManager.default.removeItem(atPath: directory + "/.partial/lost.bin")
         let reopened = try DirectoryTransferStorage(directory: directory)
         #expect(try reopened.record(for: "lost.bin")?.durableOffset == 0)
+    }
+
+    @Test("A receiver that crashed mid-chunk resumes at its last sync: the torn chunk's bytes and digests are dropped, the file arrives intact, a leaf read back")
+    func crashMidChunk() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let leaf = TransferChunkDigest.leafSize
+        let bytes = testBytes(10 * leaf + 123, seed: 12)
+        // The crashed receiver: four leaves synced, then half of the next chunk written
+        // (bytes, and no digest yet) when it died.
+        let crashed = try DirectoryTransferStorage(directory: directory)
+        try crashed.create(TransferRecord(id: "torn.bin", size: UInt64(bytes.count)))
+        try crashed.write(bytes[0..<(4 * leaf)], at: 0, id: "torn.bin")
+        try crashed.writeLeafDigests(TransferChunkDigest.leafDigests(of: bytes[0..<(4 * leaf)]), fromLeaf: 0, id: "torn.bin")
+        try crashed.sync(id: "torn.bin", through: UInt64(4 * leaf))
+        try crashed.write(bytes[(4 * leaf)..<(5 * leaf + leaf / 2)], at: UInt64(4 * leaf), id: "torn.bin")
+
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let storage = CountingStorage(try DirectoryTransferStorage(directory: directory))
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
+        let options = TransferOptions(chunkSize: 2 * leaf, window: 8 * leaf)
+        let result = try await Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
+            .send(source: MemoryTransferSource(bytes), id: "torn.bin")
+        #expect(result.startOffset == UInt64(4 * leaf) && result.resumes == 1)
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
+        #expect(storage.bytesRead.withLock { $0 } == leaf, "only the last durable leaf is read back")
+        #expect(FileManager.default.contents(atPath: directory + "/torn.bin") == Data(bytes))
+        #expect(!FileManager.default.fileExists(atPath: directory + "/.partial/torn.bin.digests"))
+        server.close()
+        await transport.shutdownNow()
+    }
+
+    @Test("A durable leaf that changed on disk while the receiver was down is found on resume, and the transfer starts over")
+    func changedOnDisk() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let leaf = TransferChunkDigest.leafSize
+        let bytes = testBytes(6 * leaf, seed: 13)
+        let before = try DirectoryTransferStorage(directory: directory)
+        try before.create(TransferRecord(id: "rot.bin", size: UInt64(bytes.count)))
+        try before.write(bytes[0..<(3 * leaf)], at: 0, id: "rot.bin")
+        try before.writeLeafDigests(TransferChunkDigest.leafDigests(of: bytes[0..<(3 * leaf)]), fromLeaf: 0, id: "rot.bin")
+        try before.sync(id: "rot.bin", through: UInt64(3 * leaf))
+        // One byte of the last durable leaf rots.
+        let handle = try #require(FileHandle(forUpdatingAtPath: directory + "/.partial/rot.bin"))
+        try handle.seek(toOffset: UInt64(3 * leaf - 10))
+        try handle.write(contentsOf: [bytes[3 * leaf - 10] ^ 0xFF])
+        try handle.close()
+
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: try DirectoryTransferStorage(directory: directory))
+        let result = try await Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: TransferOptions(chunkSize: leaf, window: 4 * leaf))
+            .send(source: MemoryTransferSource(bytes), id: "rot.bin")
+        #expect(result.startOffset == 0 && result.bytesSent == UInt64(bytes.count))
+        #expect(FileManager.default.contents(atPath: directory + "/rot.bin") == Data(bytes))
+        server.close()
+        await transport.shutdownNow()
     }
 }

@@ -163,7 +163,7 @@ struct TransferAcrossFaultsTests {
 
     /// Writes `size` bytes: 1 MiB of pseudo-random bytes repeated, each copy stamped with
     /// its index in its first eight bytes (quick in a debug build; a misplaced chunk still
-    /// changes the digest). Returns its SHA-256.
+    /// changes the digest). Returns its transfer digest.
     static func writePatternFile(_ path: String, size: Int) throws -> [UInt8] {
         let block = 1 << 20
         var bytes = [UInt8](repeating: 0, count: size)
@@ -176,7 +176,7 @@ struct TransferAcrossFaultsTests {
             }
         }
         #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
-        return TransferDigest.sha256(bytes)
+        return TransferChunkDigest.root(of: bytes)
     }
 }
 

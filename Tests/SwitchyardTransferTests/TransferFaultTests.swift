@@ -6,21 +6,71 @@ import SwitchyardTransfer
 import Synchronization
 import Testing
 
-/// A storage that flips one byte on its way to the inner storage (a disk that lies).
-final class CorruptingStorage: TransferStorage {
-    let inner = MemoryTransferStorage()
-    let at: UInt64
-    init(at: UInt64) { self.at = at }
+/// A relay between a sender and a ``TransferServer``: each call is passed on to the
+/// server on a call of its own, and the payload of every chunk message for which
+/// `corrupt` (given the chunk's number, from 1) says so has one bit flipped on the way (a
+/// link that corrupts data under TCP's checksum). The receiver's statuses come back to
+/// the sender as they are.
+func startCorruptingRelay(transport: any Transport, to server: Endpoint, corrupt: @escaping @Sendable (Int) -> Bool) async throws -> CallServer {
+    let chunks = ChunkCounter()
+    let flow = CallConfiguration(enableFlowControl: true)
+    return try await CallServer.start(transport: transport, on: loopback, options: flow) { down in
+        let channel = CallChannel(target: server, transport: transport)
+        defer { channel.close() }
+        return try await channel.withCall(options: flow) { up in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while var message = try await down.next() {
+                        if message.first == 3, message.count > TransferMessage.chunkHeaderSize {
+                            let number = chunks.next()
+                            if corrupt(number) { message[message.count - 1] ^= 0x01 }
+                        }
+                        try await up.write(message)
+                    }
+                }
+                // The receiver's status goes to the sender before the task reading the
+                // sender is cancelled (cancelling a read cancels its call).
+                do {
+                    while let message = try await up.next() { try await down.write(message) }
+                    down.call.finish(.ok)
+                } catch let error as TransportError {
+                    down.call.finish(CallStatus(error: error))
+                }
+                group.cancelAll()
+                return .ok
+            }
+        }
+    }
+}
+
+/// Numbers the chunks a relay passes on, from 1.
+final class ChunkCounter: Sendable {
+    private let count = Mutex(0)
+    func next() -> Int {
+        count.withLock { count in
+            count += 1
+            return count
+        }
+    }
+}
+
+/// A storage that counts the bytes the receiver reads back.
+final class CountingStorage: TransferStorage {
+    let inner: any TransferStorage
+    let bytesRead = Mutex(0)
+    init(_ inner: any TransferStorage) { self.inner = inner }
     func record(for id: String) throws -> TransferRecord? { try inner.record(for: id) }
     func create(_ record: TransferRecord) throws { try inner.create(record) }
-    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws {
-        var bytes = Array(bytes)
-        if at >= offset, at < offset + UInt64(bytes.count) { bytes[Int(at - offset)] ^= 0x01 }
-        try inner.write(bytes[...], at: offset, id: id)
-    }
+    func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws { try inner.write(bytes, at: offset, id: id) }
     func sync(id: String, through offset: UInt64) throws { try inner.sync(id: id, through: offset) }
-    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
-    func complete(id: String) throws { try inner.complete(id: id) }
+    func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws { try inner.writeLeafDigests(digests, fromLeaf: index, id: id) }
+    func leafDigests(id: String) throws -> [UInt8] { try inner.leafDigests(id: id) }
+    func read(id: String, at offset: UInt64, count: Int) throws -> [UInt8] {
+        let bytes = try inner.read(id: id, at: offset, count: count)
+        bytesRead.withLock { $0 += bytes.count }
+        return bytes
+    }
+    func complete(id: String, sha256: [UInt8]) throws { try inner.complete(id: id, sha256: sha256) }
     func discard(id: String) throws { try inner.discard(id: id) }
 }
 
@@ -28,19 +78,64 @@ final class CorruptingStorage: TransferStorage {
 /// suspended, the sending task cancelled.
 @Suite("Transfer faults over the memory backend", .serialized, .timeLimit(.minutes(1)))
 struct TransferFaultTests {
-    @Test("A file whose SHA-256 does not match fails aborted (integrity mismatch) and is discarded")
-    func integrity() async throws {
+    @Test("A chunk corrupted on the way is found by its digest, not stored, and sent again; the file arrives intact")
+    func corruptedChunkResent() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
-        let storage = CorruptingStorage(at: 1_000_000)
+        let storage = MemoryTransferStorage()
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 128 << 10))
+        let relay = try await startCorruptingRelay(transport: transport, to: server.localAddress) { $0 == 20 }
+        let options = TransferOptions(chunkSize: 64 << 10, window: 512 << 10, retryDelay: .milliseconds(5))
+        let transfer = Transfer(channel: CallChannel(target: relay.localAddress, transport: transport), options: options)
+        let bytes = testBytes(4 << 20, seed: 21)
+        let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "corrupted.bin")
+        #expect(result.resumes == 1, "the corrupted chunk ended the call; the sender resumed once")
+        #expect(result.bytesResent > 0 && result.bytesResent <= UInt64(options.window), "the chunk was sent again, at most a window with it")
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
+        #expect(storage.completedFile(id: "corrupted.bin") == bytes)
+        relay.close()
+        server.close()
+        await transport.shutdownNow()
+    }
+
+    @Test("Chunks corrupted on every call: the sender gives up aborted (integrity mismatch) after its attempts, nothing corrupt stored")
+    func corruptedEveryTime() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let storage = MemoryTransferStorage()
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
-        let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport))
+        let relay = try await startCorruptingRelay(transport: transport, to: server.localAddress) { _ in true }
+        let options = TransferOptions(chunkSize: 64 << 10, window: 512 << 10, maximumAttempts: 3, retryDelay: .milliseconds(5))
+        let transfer = Transfer(channel: CallChannel(target: relay.localAddress, transport: transport), options: options)
         do {
-            _ = try await transfer.send(source: MemoryTransferSource(testBytes(2 << 20)), id: "bad.bin")
+            _ = try await transfer.send(source: MemoryTransferSource(testBytes(1 << 20)), id: "bad.bin")
             Issue.record("a corrupted file was accepted")
         } catch let error as TransportError {
-            #expect(error.code == .aborted && error.reason == .integrityMismatch)
+            #expect(error.code == .aborted && error.reason == .integrityMismatch, "\(error)")
         }
-        #expect(try storage.record(for: "bad.bin") == nil)
+        #expect(try storage.record(for: "bad.bin")?.durableOffset == 0)
+        relay.close()
+        server.close()
+        await transport.shutdownNow()
+    }
+
+    @Test("The receiver reads nothing back for a whole transfer, and at most one leaf per resume")
+    func noReadBack() async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let storage = CountingStorage(MemoryTransferStorage())
+        let hooked = HookedStorage(storage)
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: hooked, options: TransferServerOptions(ackInterval: 128 << 10))
+        let options = TransferOptions(chunkSize: 64 << 10, window: 512 << 10, retryDelay: .milliseconds(5))
+        let bytes = testBytes(8 << 20, seed: 22)
+        let whole = try await Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
+            .send(source: MemoryTransferSource(bytes), id: "whole.bin")
+        #expect(whole.sha256 == TransferChunkDigest.root(of: bytes))
+        #expect(storage.bytesRead.withLock { $0 } == 0, "a whole transfer is checked from the digests it stored, not read back")
+
+        breakCalls(of: server, at: [2 << 20, 5 << 20], in: hooked)
+        let resumed = try await Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
+            .send(source: MemoryTransferSource(bytes), id: "resumed.bin")
+        #expect(resumed.resumes == 2 && resumed.sha256 == TransferChunkDigest.root(of: bytes))
+        let read = storage.bytesRead.withLock { $0 }
+        #expect(read > 0 && read <= 2 * TransferChunkDigest.leafSize, "each resume re-reads only the last durable leaf (\(read) bytes read)")
         server.close()
         await transport.shutdownNow()
     }
@@ -67,7 +162,7 @@ struct TransferFaultTests {
         let transfer = Transfer(channel: channel, options: options)
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "suspended.bin")
         #expect(result.resumes == 1)
-        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(result.bytesResent <= UInt64(options.window))
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "suspended.bin") == bytes)
         registration.cancel()

@@ -22,7 +22,7 @@ struct TransferMemoryTests {
             return all
         }
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "whole.bin")
-        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(result.bytesSent == UInt64(bytes.count))
         #expect(result.bytesResent == 0 && result.resumes == 0 && result.startOffset == 0)
         #expect(storage.completedFile(id: "whole.bin") == bytes)
@@ -45,7 +45,7 @@ struct TransferMemoryTests {
         let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "resets.bin")
         #expect(result.resumes == 2)
-        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(result.bytesResent <= UInt64(result.resumes * options.window))
         #expect(result.bytesSent == UInt64(bytes.count) + result.bytesResent)
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "resets.bin") == bytes)
@@ -94,7 +94,7 @@ struct TransferMemoryTests {
         #expect(result.startOffset >= saved.acknowledgedOffset)
         #expect(result.resumes == 1, "a send that picks up from the receiver's offset is a resume")
         #expect(result.bytesSent == UInt64(bytes.count) - result.startOffset)
-        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "saved.bin") == bytes)
         #expect(try TransferResumeState.load(from: statePath) == nil, "the state file is removed after success")
         server.close()
@@ -117,7 +117,7 @@ struct TransferMemoryTests {
         let bytes = testBytes(1 << 20, seed: 6)
         // A sender that offered, got its answer and went silent: its call stays open.
         let leftover = try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
-            let offer = TransferMessage.offer(version: 1, id: "twice.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: 1 << 20)
+            let offer = TransferMessage.offer(version: TransferMessage.version, id: "twice.bin", size: UInt64(bytes.count), window: 1 << 20)
             try await call.write(offer.encoded)
             let answer = try #require(try await call.next())
             let result = try await Transfer(channel: channel).send(source: MemoryTransferSource(bytes), id: "twice.bin")
@@ -125,8 +125,8 @@ struct TransferMemoryTests {
             await #expect(throws: TransportError.self) { _ = try await call.next() }
             return (try TransferMessage(decoding: answer), result)
         }
-        #expect(leftover.0 == .resume(offset: 0))
-        #expect(leftover.1.sha256 == TransferDigest.sha256(bytes))
+        #expect(leftover.0 == .resume(offset: 0, sha256: TransferDigest.sha256([])))
+        #expect(leftover.1.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(storage.completedFile(id: "twice.bin") == bytes)
         server.close()
         await transport.shutdownNow()
@@ -165,7 +165,7 @@ struct TransferMemoryTests {
         defer { try? FileManager.default.removeItem(atPath: sourcePath) }
         let channel = CallChannel(target: server.localAddress, transport: transport)
         let result = try await Transfer(channel: channel).send(file: sourcePath, id: "copy.bin")
-        #expect(result.sha256 == TransferDigest.sha256(bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(FileManager.default.contents(atPath: directory + "/copy.bin") == Data(bytes))
         var finished = server.finished.makeAsyncIterator()
         let record = await finished.next()

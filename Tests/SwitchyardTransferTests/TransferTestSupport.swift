@@ -22,8 +22,10 @@ final class HookedStorage: TransferStorage {
         hook.withLock { $0 }?(offset + UInt64(bytes.count))
     }
     func sync(id: String, through offset: UInt64) throws { try inner.sync(id: id, through: offset) }
-    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
-    func complete(id: String) throws { try inner.complete(id: id) }
+    func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws { try inner.writeLeafDigests(digests, fromLeaf: index, id: id) }
+    func leafDigests(id: String) throws -> [UInt8] { try inner.leafDigests(id: id) }
+    func read(id: String, at offset: UInt64, count: Int) throws -> [UInt8] { try inner.read(id: id, at: offset, count: count) }
+    func complete(id: String, sha256: [UInt8]) throws { try inner.complete(id: id, sha256: sha256) }
     func discard(id: String) throws { try inner.discard(id: id) }
 }
 
@@ -58,8 +60,10 @@ final class PacedStorage: TransferStorage {
         usleep(useconds_t(Double(bytes) / bytesPerSecond * 1_000_000))
         try inner.sync(id: id, through: offset)
     }
-    func digest(id: String) throws -> [UInt8] { try inner.digest(id: id) }
-    func complete(id: String) throws { try inner.complete(id: id) }
+    func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws { try inner.writeLeafDigests(digests, fromLeaf: index, id: id) }
+    func leafDigests(id: String) throws -> [UInt8] { try inner.leafDigests(id: id) }
+    func read(id: String, at offset: UInt64, count: Int) throws -> [UInt8] { try inner.read(id: id, at: offset, count: count) }
+    func complete(id: String, sha256: [UInt8]) throws { try inner.complete(id: id, sha256: sha256) }
     func discard(id: String) throws { try inner.discard(id: id) }
 }
 
@@ -108,7 +112,8 @@ let loopback = Endpoint(host: "127.0.0.1", port: 0)
 
 /// Floods a receiver on `transport`: a raw sender offers 16 MiB, then sends every 256 KiB
 /// chunk at once without reading an ack. Checks the receiver's peak ``TransferServer/
-/// bufferedBytes`` (sampled at each write) stays within one chunk and one read, and
+/// bufferedBytes`` (sampled at each write) stays within one chunk and one read (a second
+/// chunk, the one being hashed and stored, is out of the call's buffer), and
 /// the file arrives whole.
 func floodReceiver(transport: any Transport, label: String) async throws {
     let storage = HookedStorage(MemoryTransferStorage())
@@ -122,7 +127,7 @@ func floodReceiver(transport: any Transport, label: String) async throws {
     let bytes = testBytes(16 << 20, seed: 4)
     let channel = CallChannel(target: server.localAddress, transport: transport)
     try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
-        let offer = TransferMessage.offer(version: 1, id: "flood.bin", size: UInt64(bytes.count), sha256: TransferDigest.sha256(bytes), window: UInt32.max)
+        let offer = TransferMessage.offer(version: TransferMessage.version, id: "flood.bin", size: UInt64(bytes.count), window: UInt32.max)
         try await call.write(offer.encoded)
         _ = try await call.next()
         var offset = 0
@@ -130,7 +135,7 @@ func floodReceiver(transport: any Transport, label: String) async throws {
             call.call.send(TransferMessage.chunk(offset: UInt64(offset), bytes: bytes[offset..<(offset + chunk)]))
             offset += chunk
         }
-        try await call.write(TransferMessage.end.encoded)
+        try await call.write(TransferMessage.end(sha256: TransferChunkDigest.root(of: bytes)).encoded)
         while let message = try await call.next() {
             if case .done = try TransferMessage(decoding: message) { break }
         }
@@ -138,7 +143,7 @@ func floodReceiver(transport: any Transport, label: String) async throws {
     let held = peak.withLock { $0 }
     print("transfer receiver (\(label)): peak buffered \(held) bytes under a 16 MiB flood of \(chunk >> 10) KiB chunks")
     #expect(held > 0)
-    #expect(held <= chunk + 9 + 5 + 256 << 10)
+    #expect(held <= chunk + TransferMessage.chunkHeaderSize + 5 + 256 << 10)
     #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "flood.bin") == bytes)
     server.close()
 }
