@@ -10,6 +10,19 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// echo-server's link on Linux, for its resident size (Benchmarks/README.md, "Memory"):
+// lld with packed relative relocations (DT_RELR; lld keeps RELA where glibc is older than
+// 2.36), so ld.so reads kilobytes of relocations at start-up, not a megabyte; and no
+// dynamic symbol table, which `--static-swift-stdlib` would fill with every symbol
+// (`-export-dynamic`) for ld.so to search. A host exports nothing to the backend
+// libraries it loads anyway (LoadableBackend's rules).
+let echoServerLinking: [LinkerSetting] = [
+    .unsafeFlags(
+        ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+        .when(platforms: [.linux])
+    ),
+]
+
 let package = Package(
     name: "switchyard",
     products: [
@@ -392,7 +405,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/EchoServer",
-            swiftSettings: strict
+            swiftSettings: strict,
+            linkerSettings: echoServerLinking
         ),
         .executableTarget(
             name: "echo-client",

@@ -56,7 +56,41 @@ import SwitchyardServiceLifecycle
 import ToolSupport
 import Synchronization
 
+/// The entry point: `AsyncParsableCommand`'s `main()`, with the main thread waiting for
+/// the command instead of leaving. An async `main` ends the main thread with `pthread_exit`
+/// (`dispatch_main`), whose forced unwind looks up an unwind entry for every frame: a
+/// binary search over the executable's whole `.eh_frame_hdr`, which the kernel's
+/// fault-around then keeps resident with much of `.eh_frame` (0.6 MiB of a static build,
+/// Benchmarks/README.md, "Memory"). Parsing, help, errors and exit statuses are
+/// ArgumentParser's, as before. Nothing here runs on the main actor.
 @main
+enum EchoServerMain {
+    static func main() {
+        // What `AsyncParsableCommand.main()` does, waited for on this thread.
+        var command: any ParsableCommand
+        do {
+            command = try EchoServer.parseAsRoot()
+        } catch {
+            EchoServer.exit(withError: error)
+        }
+        guard let asyncCommand = command as? any AsyncParsableCommand else {
+            do { try command.run() } catch { EchoServer.exit(withError: error) }
+            return
+        }
+        nonisolated(unsafe) var running = asyncCommand
+        nonisolated(unsafe) var failure: (any Error)?
+        nonisolated(unsafe) let finished = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+        sem_init(finished, 0, 0)
+        // Detached: `main` is on the main actor, whose thread waits here.
+        Task.detached {
+            do { try await running.run() } catch { failure = error }
+            sem_post(finished)
+        }
+        while sem_wait(finished) != 0 {}  // EINTR: a signal's handler ran on this thread
+        if let failure { EchoServer.exit(withError: failure) }
+    }
+}
+
 struct EchoServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "echo-server",
