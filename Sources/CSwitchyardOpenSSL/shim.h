@@ -42,6 +42,13 @@ static inline uint64_t switchyard_ssl_op_no_renegotiation(void) { return (uint64
 static inline int switchyard_ssl_version_tls1_2(void) { return TLS1_2_VERSION; }
 static inline int switchyard_ssl_version_tls1_3(void) { return TLS1_3_VERSION; }
 
+/// Empties this thread's error queue before an SSL call (SSL_get_error needs it empty),
+/// peeking first: the queue is almost always empty already (every failure drains it), and
+/// a peek costs a fraction of ERR_clear_error's walk over all of the queue's slots.
+static inline void switchyard_err_clear(void) {
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 static inline unsigned long switchyard_err_get_lib(unsigned long e) { return (unsigned long)ERR_GET_LIB(e); }
 static inline unsigned long switchyard_err_get_reason(unsigned long e) { return (unsigned long)ERR_GET_REASON(e); }
 
@@ -199,6 +206,15 @@ static inline int switchyard_tls_io_end_loan(switchyard_tls_io *io) {
     memcpy(io->held + io->heldEnd, from, rest);
     io->heldEnd += rest;
     return 1;
+}
+
+/// Frees the output buffer if it is empty (its records were handed on); the next write
+/// makes a new one of that write's size.
+static inline void switchyard_tls_io_release_output(switchyard_tls_io *io) {
+    if (io->outCount != 0) return;
+    free(io->out);
+    io->out = NULL;
+    io->outCapacity = 0;
 }
 
 /// Frees the buffers (after the BIO is gone).

@@ -76,7 +76,8 @@ public final class TLSConnection: Connection {
     /// Where the work is done.
     let stream: TLSStream
 
-    private init(_ stream: TLSStream, _ handshake: TLSStream.Handshake) {
+    /// The connection of `stream`, whose handshake settled on `handshake`.
+    init(_ stream: TLSStream, _ handshake: TLSStream.Handshake) {
         self.stream = stream
         wrapped = stream.wrapped
         negotiatedProtocol = handshake.applicationProtocol

@@ -41,7 +41,7 @@ final class OpenSSLSession {
     /// A session for `context`'s role; a client's `serverName` is sent as SNI (unless it
     /// is an IP literal) and, with full verification, checked against the certificate.
     init(context: TLSContext, serverName: String?) throws(TransportError) {
-        ERR_clear_error()
+        switchyard_err_clear()
         let io = UnsafeMutablePointer<switchyard_tls_io>.allocate(capacity: 1)
         io.initialize(to: switchyard_tls_io())
         guard let ssl = SSL_new(context.context) else {
@@ -116,6 +116,17 @@ final class OpenSSLSession {
         return true
     }
 
+    /// Frees the output buffer once its records were handed on (``withOutput(_:)``): after
+    /// the handshake, whose flight (the certificate chain: most of a kilobyte with an EC
+    /// key, several with RSA) it grew to and no later write needs, so an idle connection
+    /// does not keep it. The next write makes a buffer of its own size.
+    func releaseOutputBuffer() {
+        switchyard_tls_io_release_output(io)
+    }
+
+    /// The bytes the output buffer holds room for.
+    var outputBufferCapacity: Int { io.pointee.outCapacity }
+
     /// Bytes from the peer held here: ciphertext not yet processed, plus decrypted bytes
     /// of the current record not yet read.
     var bufferedInboundBytes: Int {
@@ -124,7 +135,7 @@ final class OpenSSLSession {
 
     /// Advances the handshake with what was fed.
     func handshake() -> Progress {
-        ERR_clear_error()
+        switchyard_err_clear()
         let result = SSL_do_handshake(ssl)
         if result == 1 { return .done }
         switch SSL_get_error(ssl, result) {
@@ -149,8 +160,9 @@ final class OpenSSLSession {
             }
         }
         var filled = 0
+        // Once: a read that succeeds leaves nothing in the queue.
+        switchyard_err_clear()
         while filled < buffer.count {
-            ERR_clear_error()
             var count = 0
             if SSL_read_ex(ssl, buffer.baseAddress! + filled, buffer.count - filled, &count) == 1 {
                 filled += count
@@ -173,7 +185,7 @@ final class OpenSSLSession {
     /// Encrypts all of `bytes` (the BIO never pushes back, so the write is whole).
     func write(_ bytes: UnsafeRawBufferPointer) -> TransportError? {
         guard bytes.count > 0 else { return nil }
-        ERR_clear_error()
+        switchyard_err_clear()
         var written = 0
         if SSL_write_ex(ssl, bytes.baseAddress, bytes.count, &written) == 1 && written == bytes.count { return nil }
         return failure(duringHandshake: false)
@@ -189,9 +201,9 @@ final class OpenSSLSession {
 
     /// Queues this side's `close_notify` (take it with ``withOutput(_:)``).
     func shutdown() {
-        ERR_clear_error()
+        switchyard_err_clear()
         _ = SSL_shutdown(ssl)
-        ERR_clear_error()
+        switchyard_err_clear()
     }
 
     /// The application protocol ALPN settled on, if any.

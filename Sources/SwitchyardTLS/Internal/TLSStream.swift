@@ -18,7 +18,8 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
     }
 
     let wrapped: any Connection
-    let backendName: String
+    /// Made when asked (rarely), not per connection.
+    var backendName: String { wrapped.backendName + "+tls" }
     let loop: BorrowedEventLoop
     var state = ConnectionStateMachine()
     var localAddress: Endpoint { wrapped.localAddress }
@@ -50,6 +51,8 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
     private enum HandshakeWaiter {
         case none
         case waiting(CheckedContinuation<Result<Handshake, TransportError>, Never>)
+        /// ``startHandshake(notify:)``'s.
+        case notifying(@Sendable (Result<Handshake, TransportError>) -> Void)
         case finished(Result<Handshake, TransportError>)
         case resumed
     }
@@ -58,7 +61,6 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
 
     init(wrapping wrapped: any Connection, session: OpenSSLSession) {
         self.wrapped = wrapped
-        backendName = wrapped.backendName + "+tls"
         loop = BorrowedEventLoop(wrapped.eventLoop)
         self.session = session
     }
@@ -101,6 +103,25 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
         return try result.get()
     }
 
+    /// Runs the handshake with no task: called on the wrapped connection's loop (a
+    /// listener's accept handler), it starts at once; `notify` gets the outcome once, on
+    /// the loop. What times it out is the caller's (``expireHandshake(after:)``).
+    func startHandshake(notify: @escaping @Sendable (Result<Handshake, TransportError>) -> Void) {
+        handshakeWaiter.withLock { $0 = .notifying(notify) }
+        events.stream = self
+        wrapped.setHandler(events)
+        if loop.inEventLoop {
+            beginHandshake()
+        } else {
+            loop.execute { self.beginHandshake() }
+        }
+    }
+
+    /// Ends the handshake with `deadlineExceeded` if it is still running.
+    func expireHandshake(after timeout: Duration) {
+        loop.execute { self.abortHandshake(TLSErrorTable.handshakeTimedOut(timeout)) }
+    }
+
     private func beginHandshake() {
         guard case .idle = phase, state.isOpen else { return }
         phase = .handshaking
@@ -112,6 +133,7 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
         switch session.handshake() {
         case .done:
             flushOutput()
+            session.releaseOutputBuffer()
             phase = .open
             setWrappedReading(false)
             publishBuffered()
@@ -139,19 +161,23 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
     }
 
     private func resumeHandshake(_ result: Result<Handshake, TransportError>) {
-        let waiter: CheckedContinuation<Result<Handshake, TransportError>, Never>? = handshakeWaiter.withLock { waiter in
+        let waiter: HandshakeWaiter = handshakeWaiter.withLock { waiter in
             switch waiter {
             case .none:
                 waiter = .finished(result)
-                return nil
-            case .waiting(let continuation):
-                waiter = .resumed
-                return continuation
+                return .none
+            case .waiting, .notifying:
+                defer { waiter = .resumed }
+                return waiter
             case .finished, .resumed:
-                return nil
+                return .none
             }
         }
-        waiter?.resume(returning: result)
+        switch waiter {
+        case .waiting(let continuation): continuation.resume(returning: result)
+        case .notifying(let notify): notify(result)
+        case .none, .finished, .resumed: break
+        }
     }
 
     // MARK: Reading
@@ -366,6 +392,9 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
             }, ifStopped: { continuation.resume() })
         }
     }
+
+    /// The room this connection's output buffer holds (for tests; on the loop).
+    var outputBufferCapacity: Int { session?.outputBufferCapacity ?? 0 }
 
     var bufferedInboundBytes: Int {
         if loop.inEventLoop, let session { return session.bufferedInboundBytes }
