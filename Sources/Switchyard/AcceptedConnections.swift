@@ -36,29 +36,50 @@ public final class AcceptedConnections: AsyncSequence, Sendable {
     /// connection) when the sequence has finished.
     @discardableResult
     public func yield(_ connection: any Connection) -> Bool {
-        enum Action { case finished, route(Route), waiter(CheckedContinuation<(any Connection)?, Never>), queued }
-        let action: Action = state.withLock { state in
-            if state.finished { return .finished }
-            if let route = state.route { return .route(route) }
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return .waiter(waiter)
-            }
-            state.queue.append(connection)
-            return .queued
+        // Once per accepted connection (twice behind a SuspendableListener). With a route
+        // (a server's usual case) the lock only hands the route out: a set route means
+        // the sequence has not finished, since finish() drops it. One enum with payloads
+        // that carried every case out of the lock cost more than the lock (measured with
+        // callgrind: about 600 instructions a yield, against about 210 now).
+        guard let route = state.withLock({ $0.route }) else { return yieldUnrouted(connection) }
+        hand(connection, to: route)
+        return true
+    }
+
+    /// Runs `route`'s handler with `connection` on the connection's loop: inline when
+    /// called there.
+    private func hand(_ connection: any Connection, to route: Route) {
+        let loop = connection.eventLoop
+        if loop.inEventLoop {
+            route.handler(connection)
+        } else {
+            loop.execute { route.handler(connection) }
         }
-        switch action {
-        case .finished: return false
-        case .route(let route):
-            if connection.eventLoop.inEventLoop {
-                route.handler(connection)
+    }
+
+    /// `yield(_:)` when no route was set: to a waiting iterator or the queue (or the
+    /// route, if one was set meanwhile).
+    private func yieldUnrouted(_ connection: any Connection) -> Bool {
+        var route: Route?
+        var waiter: CheckedContinuation<(any Connection)?, Never>?
+        let open = state.withLock { state -> Bool in
+            if state.finished { return false }
+            if let current = state.route {
+                route = current
+            } else if let current = state.waiter {
+                state.waiter = nil
+                waiter = current
             } else {
-                connection.eventLoop.execute { route.handler(connection) }
+                state.queue.append(connection)
             }
             return true
-        case .waiter(let waiter): waiter.resume(returning: connection); return true
-        case .queued: return true
         }
+        if let route {
+            hand(connection, to: route)
+        } else if let waiter {
+            waiter.resume(returning: connection)
+        }
+        return open
     }
 
     /// From now on, hands every connection to `handler` on the connection's loop

@@ -141,14 +141,14 @@ final class UVConnector: PendingConnect, LoopBoundResource, @unchecked Sendable 
             return
         }
         settings.apply(to: tcp)
-        let local: Endpoint
+        let local: SystemSocketAddress
         switch SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
-        case .success(let address): local = address.endpoint
+        case .success(let address): local = address
         case .failure(let status):
             finish(.failure(UVErrorTable.error(status.code, "reading the local address")))
             return
         }
-        let remote = (try? SystemSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get())?.endpoint ?? address.endpoint
+        let remote = (try? SystemSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }).get()) ?? address
         self.tcp = nil
         let connection = UVConnection(
             tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,

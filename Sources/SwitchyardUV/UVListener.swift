@@ -28,7 +28,8 @@ final class UVListener: Listener, @unchecked Sendable {
     let localAddress: Endpoint
     /// The local address of every accepted connection, when the listener is bound to one
     /// address (not a wildcard): it saves a getsockname per accept.
-    private let acceptedLocal: Endpoint?
+    /// Kept as the socket address: a connection formats it only when asked.
+    private let acceptedLocal: SystemSocketAddress?
     let connections = AcceptedConnections()
     var backendName: String { "libuv" }
 
@@ -43,13 +44,13 @@ final class UVListener: Listener, @unchecked Sendable {
     private let descriptorOpen = Mutex(true)
 
     private init(
-        tcp: UnsafeMutablePointer<uv_tcp_t>, fd: Int32, local: Endpoint, loop: UVEventLoop, group: UVEventLoopGroup,
-        registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings
+        tcp: UnsafeMutablePointer<uv_tcp_t>, fd: Int32, local: SystemSocketAddress, loop: UVEventLoop,
+        group: UVEventLoopGroup, registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings
     ) {
         self.tcp = tcp
         self.fd = fd
-        self.localAddress = local
-        self.acceptedLocal = local.host == "0.0.0.0" || local.host == "::" ? nil : local
+        self.localAddress = local.endpoint
+        self.acceptedLocal = local.isUnspecified ? nil : local
         self.loop = loop
         self.group = group
         self.registry = registry
@@ -77,9 +78,9 @@ final class UVListener: Listener, @unchecked Sendable {
         // libuv sets SO_REUSEADDR; an address in use shows at bind or at listen.
         let bindStatus = address.withSockaddr { pointer, _ in uv_tcp_bind(tcp, pointer, 0) }
         if bindStatus < 0 { throw fail(bindStatus, "binding") }
-        let local: Endpoint
+        let local: SystemSocketAddress
         switch SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }) {
-        case .success(let address): local = address.endpoint
+        case .success(let address): local = address
         case .failure(let status): throw fail(status.code, "reading the address of")
         }
         let fd = csy_uv_tcp_fileno(tcp)
@@ -179,17 +180,17 @@ final class UVListener: Listener, @unchecked Sendable {
     /// Makes a connection of an accepted handle on `loop` and hands it to the user.
     /// `knownLocal` is its local address when the listener's own tells it (else it is read).
     private static func adopt(
-        _ tcp: UnsafeMutablePointer<uv_tcp_t>, local knownLocal: Endpoint?, on loop: UVEventLoop,
+        _ tcp: UnsafeMutablePointer<uv_tcp_t>, local knownLocal: SystemSocketAddress?, on loop: UVEventLoop,
         registry: TransportLifecycle<UVEventLoop>, settings: UVSocketSettings, connections: AcceptedConnections
     ) {
         settings.apply(to: tcp)
-        let local = knownLocal ?? (try? SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())?.endpoint
+        let local = knownLocal ?? (try? SystemSocketAddress.read({ uv_tcp_getsockname(tcp, $0, $1) }).get())
         guard let local, case .success(let remote) = SystemSocketAddress.read({ uv_tcp_getpeername(tcp, $0, $1) }) else {
             uv_close(csy_uv_tcp_handle(tcp), uvFreeHandleOnClose)
             return
         }
         let connection = UVConnection(
-            tcp: tcp, loop: loop, local: local, remote: remote.endpoint, lifecycle: registry,
+            tcp: tcp, loop: loop, local: local, remote: remote, lifecycle: registry,
             stallDetection: settings.stall != nil)
         guard connection.activate(accepted: true) else { return }
         if !connections.yield(connection) { connection.close() }

@@ -93,15 +93,14 @@ public enum TransportLogging {
         _ connection: some Connection, error: TransportError?, stallDetector: TransportMetrics.StallDetector?,
         bytesReceived: Int?, bytesSent: Int?, to logger: Logger
     ) {
-        let level: Logger.Level
         let message: Logger.Message
         switch error?.reason {
-        case .some(.stalled): (level, message) = (.warning, "connection stalled")
-        case .some(.reset): (level, message) = (.warning, "connection reset by peer")
-        case .some(.reclaimed): (level, message) = (.warning, "connection descriptor reclaimed")
-        default: (level, message) = (.debug, "connection closed")
+        case .some(.stalled): message = "connection stalled"
+        case .some(.reset): message = "connection reset by peer"
+        case .some(.reclaimed): message = "connection descriptor reclaimed"
+        default: message = "connection closed"
         }
-        logger.log(level: level, message, metadata: {
+        logger.log(level: closedLevel(error), message, metadata: {
             var metadata = metadata(of: connection)
             metadata[Key.reason] = .string(reason(of: error))
             if let error {
@@ -113,6 +112,15 @@ public enum TransportLogging {
             if let bytesSent { metadata[Key.bytesSent] = "\(bytesSent)" }
             return metadata
         }())
+    }
+
+    /// The level of a connection's end line: `warning` for a stall, a reset or a
+    /// reclaimed descriptor, else `debug`.
+    static func closedLevel(_ error: TransportError?) -> Logger.Level {
+        switch error?.reason {
+        case .some(.stalled), .some(.reset), .some(.reclaimed): .warning
+        default: .debug
+        }
     }
 
     /// Whole milliseconds of `duration`, rounded down.
