@@ -8,24 +8,23 @@
 // libFuzzer reports as a crash and saves as an artifact.
 //
 // Input layout:
-//   byte 0: a parameter for the chunk builders: the `fill` result of
-//           `chunk(offset:count:fill:)` is `byte 0 - 4` (so -4...251), its count the
-//           message's length;
+//   byte 0: ignored (kept so the corpus's inputs stay valid);
 //   rest:   one message, as a call delivers it.
 //
 // Checked, for every input:
 // - `init(decoding:)` never traps; it throws only `internal`/`protocol violation`, with a
 //   message, and only for a message that really is malformed (empty, an unknown kind,
-//   shorter than its kind's fixed fields, an offer whose id is cut short or not UTF-8);
-// - a decoded message has bounded parts (SHA-256 32 bytes, an id of the length its field
+//   shorter than its kind's fixed fields, a version 2 offer whose id is cut short or not
+//   UTF-8);
+// - a decoded message has bounded parts (digests 32 bytes, an id of the length its field
 //   says, a chunk's bytes exactly the rest of the message) and fields read from the
-//   right bytes;
+//   right bytes; an offer of another version has only its version;
 // - encoding: `decode(x.encoded) == x`, and `x.encoded` is the message's first bytes (a
 //   chunk: the whole message; what follows a fixed-size message is not read);
-// - `chunk(in:)` agrees with `init(decoding:)` (nil for other kinds, the same offset and
-//   bytes for a chunk, a throw for a short one);
-// - the three chunk builders (`.chunk(...).encoded`, `chunk(offset:bytes:)` and
-//   `chunk(offset:count:fill:)`, whatever count `fill` returns) give the same bytes.
+// - `chunk(in:)` agrees with `init(decoding:)` (nil for other kinds, the same offset,
+//   digest and bytes for a chunk, a throw for a short one).
+// The chunk builders (`chunk(offset:bytes:)`, `chunk(offset:count:fill:)`) digest their
+// bytes with SHA-256 and are tested in TransferMessageTests, not here.
 
 @inline(never)
 private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -53,13 +52,15 @@ private func malformed(_ message: [UInt8]) -> Bool {
     guard let kind = message.first else { return true }
     switch kind {
     case 1:
-        guard message.count >= 48 else { return true }
-        let idLength = Int(message[46]) << 8 | Int(message[47])
-        guard message.count >= 48 + idLength else { return true }
-        return String(validating: message[48..<(48 + idLength)], as: UTF8.self) == nil
-    case 2, 3, 4: return message.count < 9
-    case 5: return false
-    case 6: return message.count < 41
+        guard message.count >= 2 else { return true }
+        guard message[1] == 2 else { return false }  // another version: refused by version
+        guard message.count >= 16 else { return true }
+        let idLength = Int(message[14]) << 8 | Int(message[15])
+        guard message.count >= 16 + idLength else { return true }
+        return String(validating: message[16..<(16 + idLength)], as: UTF8.self) == nil
+    case 2, 3, 6: return message.count < 41
+    case 4: return message.count < 9
+    case 5: return message.count < 33
     default: return true
     }
 }
@@ -67,25 +68,30 @@ private func malformed(_ message: [UInt8]) -> Bool {
 private func checkDecoded(_ decoded: TransferMessage, from message: [UInt8]) {
     // Fields from the right bytes, parts bounded.
     switch decoded {
-    case .offer(let version, let id, let size, let sha256, let window):
-        check(message[0] == 1, "kind \(message[0]) decoded as an offer")
-        check(version == message[1] && size == uint64(message, at: 2), "offer header fields")
-        check(sha256.count == 32 && sha256[...] == message[10..<42], "offer SHA-256 \(hex(sha256))")
-        check(window == message[42..<46].reduce(0) { $0 << 8 | UInt32($1) }, "offer window \(window)")
-        check(id.utf8.count == Int(message[46]) << 8 | Int(message[47]), "id of \(id.utf8.count) bytes")
-        check(id.utf8.elementsEqual(message[48..<(48 + id.utf8.count)]), "offer id bytes")
-    case .resume(let offset):
+    case .offer(let version, let id, let size, let window):
+        check(message[0] == 1 && version == message[1], "offer version \(version) from \(hex(message))")
+        guard version == TransferMessage.version else {
+            check(id.isEmpty && size == 0 && window == 0, "an offer of version \(version) decoded more than its version")
+            return  // not re-encoded: only its version was read
+        }
+        check(size == uint64(message, at: 2), "offer size \(size)")
+        check(window == message[10..<14].reduce(0) { $0 << 8 | UInt32($1) }, "offer window \(window)")
+        check(id.utf8.count == Int(message[14]) << 8 | Int(message[15]), "id of \(id.utf8.count) bytes")
+        check(id.utf8.elementsEqual(message[16..<(16 + id.utf8.count)]), "offer id bytes")
+    case .resume(let offset, let sha256):
         check(message[0] == 2 && offset == uint64(message, at: 1), "resume \(offset) from \(hex(message))")
-    case .chunk(let offset, let bytes):
+        check(sha256.count == 32 && sha256[...] == message[9..<41], "resume digest \(hex(sha256))")
+    case .chunk(let offset, let sha256, let bytes):
         check(message[0] == 3 && offset == uint64(message, at: 1), "chunk offset \(offset) from \(hex(message))")
-        check(bytes.count == message.count - 9 && bytes[...] == message[9...], "chunk bytes")
+        check(sha256.count == 32 && sha256[...] == message[9..<41], "chunk digest \(hex(sha256))")
+        check(bytes.count == message.count - 41 && bytes[...] == message[41...], "chunk bytes")
     case .ack(let offset):
         check(message[0] == 4 && offset == uint64(message, at: 1), "ack \(offset) from \(hex(message))")
-    case .end:
-        check(message[0] == 5, "kind \(message[0]) decoded as end")
+    case .end(let sha256):
+        check(message[0] == 5 && sha256.count == 32 && sha256[...] == message[1..<33], "end digest \(hex(sha256))")
     case .done(let size, let sha256):
         check(message[0] == 6 && size == uint64(message, at: 1), "done size \(size)")
-        check(sha256.count == 32 && sha256[...] == message[9..<41], "done SHA-256 \(hex(sha256))")
+        check(sha256.count == 32 && sha256[...] == message[9..<41], "done digest \(hex(sha256))")
     }
 
     // Encoding: the message's own bytes, and they decode to the same message.
@@ -102,7 +108,7 @@ private func checkDecoded(_ decoded: TransferMessage, from message: [UInt8]) {
 }
 
 private func checkChunkReader(_ message: [UInt8], decoded: TransferMessage?) {
-    let chunk: (offset: UInt64, bytes: ArraySlice<UInt8>)?
+    let chunk: (offset: UInt64, sha256: ArraySlice<UInt8>, bytes: ArraySlice<UInt8>)?
     do {
         chunk = try TransferMessage.chunk(in: message)
     } catch {
@@ -114,40 +120,17 @@ private func checkChunkReader(_ message: [UInt8], decoded: TransferMessage?) {
         check(message.first != 3, "chunk(in:) returned nil for a chunk: \(hex(message))")
         return
     }
-    guard case .chunk(let offset, let bytes) = decoded else {
+    guard case .chunk(let offset, let sha256, let bytes) = decoded else {
         fatalError("chunk(in:) read a chunk where init(decoding:) gave \(String(describing: decoded))")
     }
-    check(chunk.offset == offset && chunk.bytes.elementsEqual(bytes), "chunk(in:) and init(decoding:) disagree")
-}
-
-private func checkChunkBuilders(offset: UInt64, bytes: ArraySlice<UInt8>, filled: Int) {
-    let reference = TransferMessage.chunk(offset: offset, bytes: Array(bytes)).encoded
-    let sliced = TransferMessage.chunk(offset: offset, bytes: bytes)
-    check(sliced == reference, "chunk(offset:bytes:) \(hex(sliced)) differs from .chunk.encoded \(hex(reference))")
-
-    // `fill` writes every byte it is given, then claims `filled` (maybe more, maybe
-    // negative): the builder keeps the claimed bytes, bounded by the count.
-    let count = bytes.count
-    var calls = 0
-    let built = TransferMessage.chunk(offset: offset, count: count) { buffer in
-        calls += 1
-        check(buffer.count == count, "fill got \(buffer.count) bytes for a count of \(count)")
-        buffer.copyBytes(from: bytes)
-        return filled
-    }
-    check(calls == 1, "fill called \(calls) times")
-    let kept = min(max(filled, 0), count)
-    check(built.count == 9 + kept, "chunk(offset:count:fill:) kept \(built.count - 9) bytes, fill claimed \(filled) of \(count)")
-    check(built[...] == reference[..<(9 + kept)], "chunk(offset:count:fill:) \(hex(built)) is not the start of \(hex(reference))")
+    check(chunk.offset == offset && chunk.sha256.elementsEqual(sha256) && chunk.bytes.elementsEqual(bytes),
+          "chunk(in:) and init(decoding:) disagree")
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size >= 1 else { return 0 }
-    let input = Array(UnsafeBufferPointer(start: data, count: size))
-    let filled = Int(input[0]) - 4
-    let message = Array(input[1...])
-
+    let message = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     var decoded: TransferMessage?
     do {
         decoded = try TransferMessage(decoding: message)
@@ -161,9 +144,5 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         checkDecoded(decoded, from: message)
     }
     checkChunkReader(message, decoded: decoded)
-
-    // The builders, on the message's bytes as a chunk's payload and offset.
-    let offset = message.count >= 8 ? uint64(message, at: 0) : UInt64(message.count)
-    checkChunkBuilders(offset: offset, bytes: message[...], filled: filled)
     return 0
 }
