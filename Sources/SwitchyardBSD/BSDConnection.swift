@@ -17,8 +17,8 @@ import SwitchyardPosix
 /// other threads read.
 final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundResource, @unchecked Sendable {
     let loop: EpollEventLoop
-    private let localSocketAddress: SystemSocketAddress
-    private let remoteSocketAddress: SystemSocketAddress
+    private let localSocketAddress: CompactSocketAddress
+    private let remoteSocketAddress: CompactSocketAddress
     /// Formatted when asked (not per accepted connection: formatting allocates).
     var localAddress: Endpoint { localSocketAddress.endpoint }
     var remoteAddress: Endpoint { remoteSocketAddress.endpoint }
@@ -59,8 +59,8 @@ final class BSDConnection: DescriptorStreamConnection, Selectable, LoopBoundReso
         self.socketIdentity = SocketIdentity(descriptor: socket.descriptor)
         self.socket = .some(socket)
         self.loop = loop
-        self.localSocketAddress = local
-        self.remoteSocketAddress = remote
+        self.localSocketAddress = CompactSocketAddress(local)
+        self.remoteSocketAddress = CompactSocketAddress(remote)
         self.lifecycle = lifecycle
         self.stallMonitor = stall?.monitor(for: loop)
         self.stallDetector = stall.map { StallDetector(timeout: $0.settings.timeout) }

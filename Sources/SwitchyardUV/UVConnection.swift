@@ -56,8 +56,8 @@ import SwitchyardPosix
 /// what other threads read; the rest is immutable.
 final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendable {
     let loop: UVEventLoop
-    private let localSocketAddress: SystemSocketAddress
-    private let remoteSocketAddress: SystemSocketAddress
+    private let localSocketAddress: CompactSocketAddress
+    private let remoteSocketAddress: CompactSocketAddress
     /// Formatted when asked, not per connection: formatting an address allocates its
     /// strings (about 5,500 instructions a connection, measured with callgrind).
     var localAddress: Endpoint { localSocketAddress.endpoint }
@@ -105,8 +105,8 @@ final class UVConnection: StreamConnection, LoopBoundResource, @unchecked Sendab
         self.stallDetection = stallDetection
         self.tcp = tcp
         self.loop = loop
-        self.localSocketAddress = local
-        self.remoteSocketAddress = remote
+        self.localSocketAddress = CompactSocketAddress(local)
+        self.remoteSocketAddress = CompactSocketAddress(remote)
         self.lifecycle = lifecycle
         self.descriptor = csy_uv_tcp_fileno(tcp)
         self.identity = SocketIdentity(descriptor: descriptor)
