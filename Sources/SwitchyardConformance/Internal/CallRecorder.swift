@@ -234,6 +234,21 @@ extension ConformanceContext {
         return serverTransportBackend?.speaksTLS == true ? .truncated : .closed
     }
 
+    /// Fails unless `error` is how a peer's reset of the connection reaches a call:
+    /// `unavailable`, ``peerResetReason``. On a network of socket paths the reset is a
+    /// close, and an end that writes before it reads the end of stream learns of it
+    /// from its write (`EPIPE`): `unavailable`/`reset` is right there too.
+    func expectPeerReset(_ error: (any Error)?, _ what: String, file: String = #fileID, line: Int = #line) throws {
+        if listensOnPaths, let error = error as? TransportError, error.code == .unavailable, error.reason == .reset { return }
+        try expectError(error, code: .unavailable, reason: peerResetReason, what, file: file, line: line)
+    }
+
+    /// ``expectPeerReset(_:_:file:line:)`` for a call's status.
+    func expectPeerReset(_ status: CallStatus, _ what: String, file: String = #fileID, line: Int = #line) throws {
+        if listensOnPaths, let error = status.error, error.code == .unavailable, error.reason == .reset { return }
+        try expectStatus(status, code: .unavailable, reason: peerResetReason, what, file: file, line: line)
+    }
+
     func expectStatus(
         _ status: CallStatus, code: TransportError.Code, reason: TransportError.Reason, _ what: String,
         file: String = #fileID, line: Int = #line

@@ -95,7 +95,7 @@ extension ConformanceScenario {
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "the bystander's echo arrived", seen: bystander.seen) { bystander.messageCount == 1 }
         doomedCall.send([0xde, 0xad])
         let broken = try await context.status(of: doomed, "the call whose connection the server reset", quiet: quietLimit)
-        try context.expectStatus(broken, code: .unavailable, reason: context.peerResetReason, "the call whose connection the server reset")
+        try context.expectPeerReset(broken, "the call whose connection the server reset")
         let other = try await context.status(of: bystander, "the other open call on the channel", quiet: quietLimit)
         guard let error = other.error, error.code == .unavailable else {
             try context.fail("the other open call ended with \(other), expected unavailable")
