@@ -45,19 +45,18 @@ What it does (see Benchmarks/README.md for the why):
 
 import json
 import os
-import platform
-import re
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import benchlib
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-CBIN = HERE / ".build" / "c"
+CBIN = benchlib.CBIN
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CPU = os.environ.get("CPU", "0")
@@ -67,25 +66,15 @@ BURST_ROUNDS = int(os.environ.get("BURST_ROUNDS", "5"))
 IDLE_CONNS = int(os.environ.get("IDLE_CONNS", "10000"))
 OUT_NAME = os.environ.get("OUT_NAME", "echo")
 FLOOR = "swift-floor"
-CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
-
-
-def log(*parts):
-    print("run:", *parts, file=sys.stderr, flush=True)
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, **kw)
+CC = benchlib.c_compiler()
+log = benchlib.logger("run")
+sh = benchlib.sh
 
 
 # ---------------------------------------------------------------------------- build
 
 def swift():
-    if subprocess.run(["sh", "-c", "command -v swift"], capture_output=True).returncode == 0:
-        return "swift"
-    if Path("/opt/swift/usr/bin/swift").exists():
-        return "/opt/swift/usr/bin/swift"
-    sys.exit("run: swift not found (PATH or /opt/swift)")
+    return benchlib.swift("run")
 
 
 def build():
@@ -101,8 +90,7 @@ def build():
         log(f"building the C servers and loadgen ({CC} -O2)")
         sh([CC, "-O2", "-o", str(CBIN / "c-epoll-echo"), str(HERE / "Servers/c-epoll-echo.c")])
         sh([CC, "-O2", "-o", str(CBIN / "c-libuv-echo"), str(HERE / "Servers/c-libuv-echo.c"), *uv])
-        # loadgen links OpenSSL for its --tls mode (Benchmarks/tls); plain loads do not use it.
-        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
+        benchlib.build_loadgen(CC)
     return bin_dir
 
 
@@ -113,7 +101,6 @@ def servers(bin_dir):
     if not Path(echo).is_file():
         sys.exit(f"run: ECHO_SERVER={echo!r} is not a file")
     common = ["--port", "0", "--event-loops", "1", "--grace-period", "0"]
-    listening = r"listening on (?:\S*:)?(\d+)\b"
     table = {
         "c-epoll": ([str(CBIN / "c-epoll-echo"), "0"], False),
         "c-libuv": ([str(CBIN / "c-libuv-echo"), "0"], False),
@@ -138,68 +125,14 @@ def servers(bin_dir):
     for name in chosen:
         if name not in table:
             sys.exit(f"run: unknown server {name!r}; known: {' '.join(table)}")
-    return {name: (table[name][0], table[name][1], listening) for name in chosen}
+    return {name: table[name] for name in chosen}
 
 
-PIN = ["taskset", "-c", CPU] if CPU else []
-
-
-class Server:
-    def __init__(self, name, argv, log_path):
-        self.name = name
-        self.log_path = log_path
-        self.out = open(log_path, "w+")
-        self.proc = subprocess.Popen(PIN + argv, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            text = Path(log_path).read_text()
-            m = re.search(r"listening on (?:\S*:)?(\d+)\b", text)
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        sys.exit(f"run: {name} did not start:\n{Path(log_path).read_text()}")
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def cpu_ns(self):
-        total = 0
-        task_dir = Path(f"/proc/{self.pid}/task")
-        for task in task_dir.iterdir():
-            try:
-                total += int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total
-
-    def status_kib(self, field):
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-        return 0
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
+PIN = benchlib.pin(CPU)
 
 
 def loadgen(framed, *args, timeout=120):
-    argv = PIN + [str(CBIN / "loadgen")] + (["--framed"] if framed else []) + [str(a) for a in args]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen {' '.join(map(str, args))} failed: {r.stderr.strip()}")
-    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")] + (["--framed"] if framed else []), *args, timeout=timeout)
 
 
 def measure(server, framed):
@@ -308,33 +241,12 @@ METRICS = [
 
 
 def fmt(key, value):
-    if value is None:
-        return "-"
-    for k, _, _, f in METRICS:
-        if k == key:
-            return f"{value / 1024:.1f}" if f is None else f.format(value)
-    return f"{value:.2f}"
+    return benchlib.fmt(METRICS, key, value)
 
 
 def machine():
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    swift_version = subprocess.run([swift(), "--version"], capture_output=True, text=True).stdout.splitlines()
-    return {
-        "nproc": os.cpu_count(),
-        "kernel": platform.release(),
-        "cpu": model,
-        "swift": swift_version[0] if swift_version else "?",
-        "libuv": subprocess.run(["pkg-config", "--modversion", "libuv"], capture_output=True, text=True).stdout.strip(),
-        "cc": (subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines() or [CC])[0],
-        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-    }
+    """benchlib.machine and the load average now."""
+    return {**benchlib.machine(swift(), CC), "load": benchlib.loadavg()}
 
 
 def ratio_table(med, names, ref, title, keys=None):
@@ -364,14 +276,7 @@ def report(med, samples, names, info):
         f"- `ROUNDS={ROUNDS}`, {SECONDS_PER_LOAD:g} s per timed load, burst {BURST_CONNS} conns x {BURST_ROUNDS} "
         f"round trips, {IDLE_CONNS} idle conns, pinned to CPU {CPU or '(not pinned)'}",
         "",
-        f"### Medians over {ROUNDS} rounds",
-        "",
-        "| server | " + " | ".join(h for _, h, _, _ in METRICS) + " |",
-        "|---|" + "---:|" * len(METRICS),
-    ]
-    for name in names:
-        if name in med:
-            lines.append(f"| {name} | " + " | ".join(fmt(k, med[name].get(k)) for k, _, _, _ in METRICS) + " |")
+    ] + benchlib.medians_table(METRICS, med, names, ROUNDS, fmt)
     lines += ["", "Every ratio below is server / reference of the median: above 1 is better for rt/s and MiB/s, "
               "below 1 is better for latency, time, CPU and memory.", ""]
     lines += ratio_table(med, names, "c-epoll", "Ratio to c-epoll")
@@ -493,10 +398,8 @@ def chart(med, names, path):
     def y(v):
         return topm + ph - min(v, top) / top * ph
 
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{left}" y="22" font-size="15">Echo servers relative to c-epoll (higher is better; '
-         f'medians of {ROUNDS} rounds, one core)</text>']
+    o = benchlib.svg_start(W, H, left, f"Echo servers relative to c-epoll (higher is better; medians of {ROUNDS} "
+                                        "rounds, one core)")
     step = 0.25 if top <= 2 else 0.5
     t = 0.0
     while t <= top + 1e-9:
@@ -517,10 +420,7 @@ def chart(med, names, path):
             if v > top:
                 o.append(f'<text x="{x + bw / 2:.1f}" y="{topm - 3}" text-anchor="middle" font-size="9">{v:.1f}</text>')
         o.append(f'<text x="{left + gi * gw + gw / 2:.1f}" y="{topm + ph + 18}" text-anchor="middle">{label}</text>')
-    for si, n in enumerate(names):
-        ly = topm + 10 + si * 20
-        o.append(f'<rect x="{left + pw + 20}" y="{ly}" width="14" height="14" fill="{palette[si % len(palette)]}"/>')
-        o.append(f'<text x="{left + pw + 40}" y="{ly + 12}">{n}</text>')
+    o += benchlib.svg_legend(left + pw + 20, topm + 10, names, [palette[si % len(palette)] for si in range(len(names))])
     o.append(f'<text x="{left + pw + 20}" y="{topm + 10 + len(names) * 20 + 20}" fill="#c53030">- - 0.9 target</text>')
     o.append(f'<text x="{left}" y="{H - 12}" fill="#555">Bars: server / c-epoll for rt/s and MiB/s; '
              f'c-epoll / server for time, CPU and RSS. Tooltips carry the values.</text>')
@@ -554,15 +454,9 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     for rnd in range(1, ROUNDS + 1):
         for name in names:
-            argv, framed, _ = table[name]
-            server = Server(name, argv, work / f"{name}-{rnd}.log")
-            try:
-                s = measure(server, framed)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                log(f"round {rnd} {name}: FAILED: {e}")
-                s = None
-            finally:
-                server.stop()
+            argv, framed = table[name]
+            s = benchlib.measure_fresh("run", rnd, name, argv, work / f"{name}-{rnd}.log", PIN,
+                                       lambda server: measure(server, framed), log)
             if s:
                 samples[name].append(s)
                 log(f"round {rnd}/{ROUNDS} {name}: pp1 {s['pp1_rps']:.0f} rt/s p99 {s['pp1_p99']:.1f} us, "
@@ -573,11 +467,8 @@ def main():
             samples.setdefault(FLOOR, []).append(measure_floor(bin_dir))
     if FLOOR in samples:
         names.append(FLOOR)
-    med = {}
-    for n, ss in samples.items():
-        if ss:
-            med[n] = {k: statistics.median([s[k] for s in ss if k in s]) for k in ss[0]}
-    info["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    med = benchlib.medians(samples)
+    info["load"] = benchlib.loadavg()
     text = report(med, samples, names, info)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{OUT_NAME}.md").write_text(

@@ -52,18 +52,17 @@ results/scale-cpu.svg, results/scale-loops.svg. Progress goes to standard error.
 import json
 import math
 import os
-import platform
-import re
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import benchlib
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-CBIN = HERE / ".build" / "c"
+CBIN = benchlib.CBIN
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 COUNTS = [int(x) for x in os.environ.get("COUNTS", "1000 10000 50000").split()]
@@ -73,26 +72,16 @@ LOOP_CONNS = [int(x) for x in os.environ.get("LOOP_CONNS", "64 1000").split()]
 LOOP_SECONDS = float(os.environ.get("LOOP_SECONDS", "2"))
 PARTS = os.environ.get("PARTS", "scale loops").split()
 CPU = os.environ.get("CPU", "")
-CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
+CC = benchlib.c_compiler()
 SCALE_DEFAULT = "c-epoll c-libuv nio bsd libuv"
 LOOP_DEFAULT = "bsd-1 bsd-2 libuv-1 libuv-2 c-epoll-1 c-epoll-2 nio-1 nio-2"
-PIN = ["taskset", "-c", CPU] if CPU else []
-
-
-def log(*parts):
-    print("scale:", *parts, file=sys.stderr, flush=True)
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, **kw)
+PIN = benchlib.pin(CPU)
+log = benchlib.logger("scale")
+sh = benchlib.sh
 
 
 def swift():
-    if subprocess.run(["sh", "-c", "command -v swift"], capture_output=True).returncode == 0:
-        return "swift"
-    if Path("/opt/swift/usr/bin/swift").exists():
-        return "/opt/swift/usr/bin/swift"
-    sys.exit("scale: swift not found (PATH or /opt/swift)")
+    return benchlib.swift("scale")
 
 
 def build():
@@ -107,7 +96,7 @@ def build():
     uv = sh(["pkg-config", "--cflags", "--libs", "libuv"], capture_output=True).stdout.split()
     sh([CC, "-O2", "-pthread", "-o", str(CBIN / "c-epoll-echo"), str(HERE / "Servers/c-epoll-echo.c")])
     sh([CC, "-O2", "-o", str(CBIN / "c-libuv-echo"), str(HERE / "Servers/c-libuv-echo.c"), *uv])
-    sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
+    benchlib.build_loadgen(CC)
     return bin_dir
 
 
@@ -137,39 +126,15 @@ def server_table(bin_dir):
     return {n: scale[n] for n in chosen_scale}, {n: loops[n] for n in chosen_loops}
 
 
-class Server:
+class Server(benchlib.Server):
+    """benchlib.Server pinned with PIN, with 30 s to start and 10 s to stop (a server that
+    held 50,000 connections can take its time), and the readings only this driver takes."""
+
     def __init__(self, name, argv, log_path):
-        self.name = name
-        self.out = open(log_path, "w+")
-        self.log_path = log_path
-        self.proc = subprocess.Popen(PIN + argv, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            m = re.search(r"listening on (?:\S*:)?(\d+)\b", Path(log_path).read_text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"{name} did not start: {Path(log_path).read_text()[-500:]}")
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def cpu_ns(self):
-        total = 0
-        for task in Path(f"/proc/{self.pid}/task").iterdir():
-            try:
-                total += int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total
+        try:
+            super().__init__(name, argv, log_path, PIN, start_seconds=30, stop_seconds=10)
+        except benchlib.DidNotStart as e:
+            raise RuntimeError(f"{name} did not start: {e.output[-500:]}") from None
 
     def rollup(self):
         """(Rss, Anonymous) in KiB from smaps_rollup."""
@@ -190,27 +155,12 @@ class Server:
         except OSError:
             return ""
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
 
-
-def kv(line):
-    return dict(x.split("=", 1) for x in line.split() if "=" in x)
+kv = benchlib.key_values
 
 
 def loadgen(*args, timeout=120):
-    argv = PIN + [str(CBIN / "loadgen")] + [str(a) for a in args]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen {' '.join(map(str, args))} failed: {r.stderr.strip()}")
-    return kv(r.stdout)
+    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")], *args, timeout=timeout)
 
 
 def read_line(proc, timeout, what):
@@ -312,25 +262,14 @@ def measure_loops(server, conns):
 # ---------------------------------------------------------------------------- report
 
 def machine():
-    model = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    sv = subprocess.run([swift(), "--version"], capture_output=True, text=True).stdout.splitlines()
-    return {"nproc": os.cpu_count(), "kernel": platform.release(), "cpu": model, "swift": sv[0] if sv else "?",
-            "libuv": subprocess.run(["pkg-config", "--modversion", "libuv"], capture_output=True,
-                                    text=True).stdout.strip(),
-            "cc": (subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines() or [CC])[0]}
+    return benchlib.machine(swift(), CC)
 
 
 def loadavg():
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return benchlib.loadavg(2)
 
 
-def med(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+med = benchlib.median
 
 
 def f0(v):
@@ -349,12 +288,9 @@ def line_chart(path, title, panels, xs, xlabels, series, ylabel, note):
     W, H, left, right, topm, bottom, gap = 1000, 420, 70, 130, 50, 70, 60
     pw = (W - left - right - gap * (len(panels) - 1)) / len(panels)
     ph = H - topm - bottom
-    top = max([v for _, data in panels for ys in data.values() for v in ys if v is not None] + [1]) * 1.1
-    mag = 10 ** math.floor(math.log10(top))
-    step = next(s * mag for s in (0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10) if top / (s * mag) <= 6)
-    top = math.ceil(top / step) * step
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>', f'<text x="{left}" y="22" font-size="15">{title}</text>']
+    top, step = benchlib.chart_axis(max([v for _, data in panels for ys in data.values() for v in ys
+                                         if v is not None] + [1]))
+    o = benchlib.svg_start(W, H, left, title)
     for pi, (ptitle, data) in enumerate(panels):
         x0 = left + pi * (pw + gap)
 
@@ -385,10 +321,7 @@ def line_chart(path, title, panels, xs, xlabels, series, ylabel, note):
                 o.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}"><title>{name}: {v:,.2f}</title>'
                          f'</circle>')
     o.append(f'<text transform="translate(16,{topm + ph / 2}) rotate(-90)" text-anchor="middle">{ylabel}</text>')
-    for si, name in enumerate(series):
-        ly = topm + 10 + si * 20
-        o.append(f'<rect x="{W - right + 20}" y="{ly}" width="14" height="14" fill="{PALETTE.get(name, "#000")}"/>')
-        o.append(f'<text x="{W - right + 40}" y="{ly + 12}">{name}</text>')
+    o += benchlib.svg_legend(W - right + 20, topm + 10, series, [PALETTE.get(name, "#000") for name in series])
     o.append(f'<text x="{left}" y="{H - 30}" fill="#555">connections</text>')
     o.append(f'<text x="{left}" y="{H - 12}" fill="#555">{note}</text>')
     o.append("</svg>")
@@ -400,17 +333,13 @@ def bar_chart(path, title, groups, names, values, note):
     palette = ["#2b6cb0", "#90cdf4", "#2f855a", "#9ae6b4", "#555555", "#999999", "#d9822b", "#f6c08f", "#bbbbbb"]
     W, H, left, right, topm, bottom = 1000, 420, 80, 130, 40, 60
     pw, ph = W - left - right, H - topm - bottom
-    top = max([v for row in values for v in row if v is not None] + [1]) * 1.1
-    mag = 10 ** math.floor(math.log10(top))
-    step = next(s * mag for s in (0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10) if top / (s * mag) <= 6)
-    top = math.ceil(top / step) * step
+    top, step = benchlib.chart_axis(max([v for row in values for v in row if v is not None] + [1]))
     gw = pw / len(groups)
     bw = gw * 0.8 / len(names)
 
     def Y(v):
         return topm + ph - v / top * ph
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>', f'<text x="{left}" y="22" font-size="15">{title}</text>']
+    o = benchlib.svg_start(W, H, left, title)
     t = 0.0
     while t <= top + 1e-9:
         o.append(f'<line x1="{left}" x2="{left + pw}" y1="{Y(t):.1f}" y2="{Y(t):.1f}" stroke="#e5e5e5"/>')
@@ -425,10 +354,7 @@ def bar_chart(path, title, groups, names, values, note):
             o.append(f'<rect x="{x:.1f}" y="{Y(v):.1f}" width="{bw - 2:.1f}" height="{topm + ph - Y(v):.1f}" '
                      f'fill="{palette[ni % len(palette)]}"><title>{names[ni]}: {v:,.0f}</title></rect>')
         o.append(f'<text x="{left + gi * gw + gw / 2:.1f}" y="{topm + ph + 18}" text-anchor="middle">{label}</text>')
-    for ni, n in enumerate(names):
-        ly = topm + 10 + ni * 20
-        o.append(f'<rect x="{left + pw + 20}" y="{ly}" width="14" height="14" fill="{palette[ni % len(palette)]}"/>')
-        o.append(f'<text x="{left + pw + 40}" y="{ly + 12}">{n}</text>')
+    o += benchlib.svg_legend(left + pw + 20, topm + 10, names, [palette[ni % len(palette)] for ni in range(len(names))])
     o.append(f'<text x="{left}" y="{H - 12}" fill="#555">{note}</text>')
     o.append("</svg>")
     path.write_text("\n".join(o) + "\n")

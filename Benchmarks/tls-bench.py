@@ -12,8 +12,8 @@ SwitchyardTLS) against a C epoll + OpenSSL server and SwiftNIO with NIOSSL.
     CPU= Benchmarks/tls                  # do not pin
     BASELINE_ECHO_SERVER=/tmp/base/.build/release/echo-server Benchmarks/tls   # adds bsd-tls@base, libuv-tls@base
 
-What it does (the method is Benchmarks/run's, echo-bench.py, whose Server class and machine
-description it reuses):
+What it does (the method is Benchmarks/run's, echo-bench.py; both take the server process,
+the load generator's run and the machine description from benchlib.py):
 - Builds, in release: nio-tls-echo-server (Benchmarks package, NIOSSL) and echo-server
   (in the root package's own .build, so a developer's release build is reused; ECHO_SERVER
   names another binary); with $BENCH_CC -O2 the C TLS server and the load generator (both
@@ -38,56 +38,59 @@ description it reuses):
   targets with met/missed and the gap) and results/tls-echo-samples.json.
 """
 
-import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("echo_bench", HERE / "echo-bench.py")
-eb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(eb)
+import benchlib
 
+HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-CBIN = eb.CBIN
+CBIN = benchlib.CBIN
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SECONDS_PER_LOAD = float(os.environ.get("SECONDS_PER_LOAD", "2"))
 BURST_CONNS = int(os.environ.get("BURST_CONNS", "1000"))
 BURST_ROUNDS = int(os.environ.get("BURST_ROUNDS", "1"))
 OUT_NAME = os.environ.get("OUT_NAME", "tls-echo")
-CC = eb.CC
-PIN = eb.PIN
-log = eb.log
+CPU = os.environ.get("CPU", "0")
+CC = benchlib.c_compiler()
+PIN = benchlib.pin(CPU)
+# Progress and a server that does not start are told as Benchmarks/run tells them.
+log = benchlib.logger("run")
+sh = benchlib.sh
+
+
+def swift():
+    return benchlib.swift("run")
 
 
 def build():
     flags = ["-c", "release"]
     if not os.environ.get("NO_BUILD"):
         log("building nio-tls-echo-server (release)")
-        eb.sh([eb.swift(), "build", *flags, "--product", "nio-tls-echo-server"], cwd=HERE, stdout=sys.stderr)
+        sh([swift(), "build", *flags, "--product", "nio-tls-echo-server"], cwd=HERE, stdout=sys.stderr)
         if not os.environ.get("ECHO_SERVER"):
             log("building echo-server (release, root package)")
-            eb.sh([eb.swift(), "build", *flags, "--product", "echo-server"], cwd=ROOT, stdout=sys.stderr)
-    bin_dir = Path(eb.sh([eb.swift(), "build", *flags, "--show-bin-path"], cwd=HERE, capture_output=True).stdout.strip())
+            sh([swift(), "build", *flags, "--product", "echo-server"], cwd=ROOT, stdout=sys.stderr)
+    bin_dir = Path(sh([swift(), "build", *flags, "--show-bin-path"], cwd=HERE, capture_output=True).stdout.strip())
     CBIN.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("NO_BUILD") or not (CBIN / "c-epoll-tls-echo").exists():
         log(f"building the C TLS server, the C server and loadgen ({CC} -O2, OpenSSL)")
-        eb.sh([CC, "-O2", "-o", str(CBIN / "c-epoll-tls-echo"), str(HERE / "Servers/c-epoll-tls-echo.c"), "-lssl", "-lcrypto"])
-        eb.sh([CC, "-O2", "-o", str(CBIN / "c-epoll-echo"), str(HERE / "Servers/c-epoll-echo.c")])
-        eb.sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
+        sh([CC, "-O2", "-o", str(CBIN / "c-epoll-tls-echo"), str(HERE / "Servers/c-epoll-tls-echo.c"), "-lssl", "-lcrypto"])
+        sh([CC, "-O2", "-o", str(CBIN / "c-epoll-echo"), str(HERE / "Servers/c-epoll-echo.c")])
+        benchlib.build_loadgen(CC)
     return bin_dir
 
 
 def servers(bin_dir, certs):
     cert, key = str(certs / "server.pem"), str(certs / "server.key")
-    echo = os.environ.get("ECHO_SERVER") or str(Path(eb.sh([eb.swift(), "build", "-c", "release", "--show-bin-path"],
-                                                               cwd=ROOT, capture_output=True).stdout.strip()) / "echo-server")
+    echo = os.environ.get("ECHO_SERVER") or str(Path(sh([swift(), "build", "-c", "release", "--show-bin-path"],
+                                                            cwd=ROOT, capture_output=True).stdout.strip()) / "echo-server")
     common = ["--port", "0", "--event-loops", "1", "--grace-period", "0", "--tls-cert", cert, "--tls-key", key]
     table = {
         "c-epoll-tls": [str(CBIN / "c-epoll-tls-echo"), cert, key, "0"],
@@ -113,11 +116,7 @@ def servers(bin_dir, certs):
 
 
 def loadgen(tls, *args, timeout=120):
-    argv = PIN + [str(CBIN / "loadgen")] + (["--tls"] if tls else []) + [str(a) for a in args]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen {' '.join(map(str, args))} failed: {r.stderr.strip()}")
-    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")] + (["--tls"] if tls else []), *args, timeout=timeout)
 
 
 def measure(server, tls):
@@ -173,12 +172,7 @@ METRICS = [
 
 
 def fmt(key, value):
-    if value is None:
-        return "-"
-    for k, _, _, f in METRICS:
-        if k == key:
-            return f"{value / 1024:.1f}" if f is None else f.format(value)
-    return f"{value:.2f}"
+    return benchlib.fmt(METRICS, key, value)
 
 
 def ratio_table(med, names, ref, title):
@@ -242,16 +236,9 @@ def report(med, samples, names, info):
         f"- load average at the start of the run: {info['load_start']}; at the end: {info['load']}",
         f"- `ROUNDS={ROUNDS}`, {SECONDS_PER_LOAD:g} s per timed load, burst {BURST_CONNS} conns x {BURST_ROUNDS} "
         f"round trip(s), TLS 1.3 (loadgen --tls: full handshakes, no verification on the client), "
-        f"pinned to CPU {eb.CPU or '(not pinned)'}",
+        f"pinned to CPU {CPU or '(not pinned)'}",
         "",
-        f"### Medians over {ROUNDS} rounds",
-        "",
-        "| server | " + " | ".join(h for _, h, _, _ in METRICS) + " |",
-        "|---|" + "---:|" * len(METRICS),
-    ]
-    for name in names:
-        if name in med:
-            lines.append(f"| {name} | " + " | ".join(fmt(k, med[name].get(k)) for k, _, _, _ in METRICS) + " |")
+    ] + benchlib.medians_table(METRICS, med, names, ROUNDS, fmt)
     lines += ["", "Every ratio below is server / reference of the medians: above 1 is better for rt/s and MiB/s, "
               "below 1 is better for latency, time, CPU and memory. The loadgen CPU share is the load "
               "generator's CPU time over the load's wall time (both share one core).", ""]
@@ -262,16 +249,16 @@ def report(med, samples, names, info):
 
 
 def main():
-    if eb.CPU and subprocess.run(["sh", "-c", "command -v taskset"], capture_output=True).returncode:
+    if CPU and subprocess.run(["sh", "-c", "command -v taskset"], capture_output=True).returncode:
         sys.exit("tls: taskset not found (util-linux); set CPU= to run unpinned")
-    load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    load_start = benchlib.loadavg()
     bin_dir = build()
-    info = eb.machine()
+    info = {**benchlib.machine(swift(), CC), "load": benchlib.loadavg()}
     info["load_start"] = load_start
     info["openssl"] = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="switchyard-tls-") as tmp:
         certs = Path(tmp) / "certs"
-        eb.sh([str(ROOT / "scripts" / "make-test-certs"), str(certs)], stdout=sys.stderr)
+        sh([str(ROOT / "scripts" / "make-test-certs"), str(certs)], stdout=sys.stderr)
         table = servers(bin_dir, certs)
         names = list(table)
         log(f"machine: {info['nproc']} cores, kernel {info['kernel']}, {info['cpu']}, load {load_start}")
@@ -279,25 +266,16 @@ def main():
         for rnd in range(1, ROUNDS + 1):
             for name in names:
                 argv, tls = table[name]
-                server = eb.Server(name, argv, Path(tmp) / f"{name}-{rnd}.log")
-                try:
-                    s = measure(server, tls)
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    log(f"round {rnd} {name}: FAILED: {e}")
-                    s = None
-                finally:
-                    server.stop()
+                s = benchlib.measure_fresh("run", rnd, name, argv, Path(tmp) / f"{name}-{rnd}.log", PIN,
+                                           lambda server: measure(server, tls), log)
                 if s:
                     samples[name].append(s)
                     log(f"round {rnd}/{ROUNDS} {name}: pp1 {s['pp1_rps']:.0f} rt/s p99 {s['pp1_p99']:.1f} us, "
                         f"stream {s['stream_mibps']:.0f} MiB/s, burst {s['burst_ms']:.0f} ms "
                         f"(handshakes {s['burst_handshake_ms']:.0f}), peak {s['peak_rss_kib'] / 1024:.1f} MiB")
                 time.sleep(0.5)
-    med = {}
-    for n, ss in samples.items():
-        if ss:
-            med[n] = {k: statistics.median([s[k] for s in ss if k in s]) for k in ss[0]}
-    info["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    med = benchlib.medians(samples)
+    info["load"] = benchlib.loadavg()
     text = report(med, samples, names, info)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{OUT_NAME}.md").write_text(

@@ -58,17 +58,18 @@ import platform
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchlib
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-CBIN = HERE / ".build" / "c"
+CBIN = benchlib.CBIN
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 BACKENDS = os.environ.get("BACKENDS", "bsd libuv").split()
@@ -77,31 +78,21 @@ SECONDS_PER_LOAD = float(os.environ.get("SECONDS_PER_LOAD", "2"))
 TRANSFER_BYTES = int(os.environ.get("TRANSFER_BYTES", str(1 << 30)))
 TRANSFER_DIR = os.environ.get("TRANSFER_DIR", "/var/tmp")
 SHM = os.environ.get("SHM", "1") != "0" and Path("/dev/shm").is_dir()
-CC = os.environ.get("BENCH_CC") or os.environ.get("CC") or "gcc"
+CC = benchlib.c_compiler()
 SWIFT_BUILD_FLAGS = os.environ.get("SWIFT_BUILD_FLAGS", "").split()
 OUT_NAME = os.environ.get("OUT_NAME", "transfer")
 # A folder with an earlier build's transfer-server and transfer-client (release), to
 # measure interleaved with this one: kinds `before` (disk) and `before-shm`. Tools of
 # protocol version 1 print the file's SHA-256, later ones its transfer digest.
 BEFORE_BIN = os.environ.get("BEFORE_BIN")
-PIN = ["taskset", "-c", CPU] if CPU else []
+PIN = benchlib.pin(CPU)
 MIB = 1 << 20
-
-
-def log(*parts):
-    print("transfer:", *parts, file=sys.stderr, flush=True)
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, **kw)
+log = benchlib.logger("transfer")
+sh = benchlib.sh
 
 
 def swift():
-    if shutil.which("swift"):
-        return "swift"
-    if Path("/opt/swift/usr/bin/swift").exists():
-        return "/opt/swift/usr/bin/swift"
-    sys.exit("transfer: swift not found (PATH or /opt/swift)")
+    return benchlib.swift("transfer")
 
 
 def build():
@@ -114,7 +105,7 @@ def build():
     CBIN.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("NO_BUILD") or not (CBIN / "loadgen").exists():
         log(f"building loadgen ({CC} -O2)")
-        sh([CC, "-O2", "-o", str(CBIN / "loadgen"), str(HERE / "LoadGen/loadgen.c"), "-lssl", "-lcrypto"])
+        benchlib.build_loadgen(CC)
     for name in ["transfer-server", "transfer-client", "echo-server"]:
         if not (bin_dir / name).exists():
             sys.exit(f"transfer: {bin_dir / name} is missing (run without NO_BUILD)")
@@ -123,58 +114,20 @@ def build():
 
 # ---------------------------------------------------------------------------- processes
 
-class Server:
-    """A server pinned with PIN; waits for its `listening on HOST:PORT` line."""
-
-    def __init__(self, name, argv, log_path):
-        self.name = name
-        self.log_path = Path(log_path)
-        self.out = open(log_path, "w+")
-        self.proc = subprocess.Popen(PIN + argv, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            m = re.search(r"listening on (?:\S*:)?(\d+)\b", self.log_path.read_text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        sys.exit(f"transfer: {name} did not start:\n{self.log_path.read_text()}")
-
-    def cpu_s(self):
-        total = 0
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            try:
-                total += int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total / 1e9
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
+def start_server(name, argv, log_path):
+    """A server pinned with PIN (benchlib.Server: waits for its `listening on HOST:PORT`
+    line); the run stops when one does not start."""
+    return benchlib.start_or_exit("transfer", name, argv, log_path, PIN, stop_seconds=10)
 
 
 def loadgen(*args, timeout=120):
-    argv = PIN + [str(CBIN / "loadgen")] + [str(a) for a in args]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen {' '.join(map(str, args))} failed: {r.stderr.strip()}")
-    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")], *args, timeout=timeout)
 
 
 def measure_raw(bin_dir, backend, work):
     argv = [str(bin_dir / "echo-server"), "--backend", backend, "--mode", "raw",
             "--port", "0", "--event-loops", "1", "--grace-period", "0"]
-    server = Server(f"echo-server {backend}", argv, work / "echo-server.log")
+    server = start_server(f"echo-server {backend}", argv, work / "echo-server.log")
     try:
         loadgen("pingpong", server.port, 1, 64, 0.3)  # warm-up, not measured
         r = loadgen("stream", server.port, 65536, SECONDS_PER_LOAD)
@@ -248,12 +201,12 @@ def measure_transfer(bin_dir, backend, file, expected, parent, work):
     recv = Path(tempfile.mkdtemp(prefix="recv.", dir=parent))
     argv = [str(bin_dir / "transfer-server"), "--dir", str(recv), "--backend", backend,
             "--host", "127.0.0.1", "--port", "0", "--event-loops", "1"]
-    server = Server(f"transfer-server {backend}", argv, work / "transfer-server.log")
+    server = start_server(f"transfer-server {backend}", argv, work / "transfer-server.log")
     try:
         client_argv = PIN + [str(bin_dir / "transfer-client"), "send", str(file),
                              "--port", str(server.port), "--backend", backend]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_cpu0 = server.cpu_s()
+        server_cpu0 = server.cpu_ns() / 1e9
         t0 = time.monotonic()
         proc = subprocess.Popen(client_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t_first = t_all = t_summary = None
@@ -274,7 +227,7 @@ def measure_transfer(bin_dir, backend, file, expected, parent, work):
         err = proc.stderr.read()
         proc.wait()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_cpu = server.cpu_s() - server_cpu0
+        server_cpu = server.cpu_ns() / 1e9 - server_cpu0
         if proc.returncode != 0 or summary is None:
             raise RuntimeError(f"transfer-client ({backend}) failed ({proc.returncode}):\n" + "\n".join(lines) + "\n" + err)
         m = re.match(r"sent (\d+) bytes, resent (\d+) bytes, resumes (\d+), sha256 ([0-9a-f]{64})$", summary)
@@ -320,20 +273,11 @@ def fs_type(path):
 
 
 def machine():
-    model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {model}, Linux {platform.release()}"
+    return f"{os.cpu_count()} cores, {benchlib.cpu_model('?')}, Linux {platform.release()}"
 
 
 def med(samples, kind, backend, key):
-    values = [s[key] for s in samples if s["kind"] == kind and s["backend"] == backend]
-    return statistics.median(values) if values else None
+    return benchlib.median([s[key] for s in samples if s["kind"] == kind and s["backend"] == backend])
 
 
 def round_ratios(samples, kind, backend):

@@ -392,29 +392,42 @@ static int stream(int port, double seconds) {
     return 0;
 }
 
-// CONNS connections, each does one 1-byte round trip (so the server has accepted it and
-// is reading), then they are held open and silent until standard input ends.
-static int idle(int port, int n) {
-    int *fds = malloc(n * sizeof *fds);
-    size_t len = framed ? unit : 1;
-    uint8_t in[16];
-    double t0 = now();
+// The many connections of idle and scale: fds[0..n) dialled 256 at a time (blocking
+// connects, then that batch's TLS handshakes, left blocking), so the server's accept queue
+// never holds more than one batch; after each batch, `then` (when given) on fds[base..top).
+static void dial_in_batches(int port, int *fds, int n, void (*then)(const int *fds, int base, int top)) {
     for (int base = 0; base < n; base += 256) {
         int top = base + 256 < n ? base + 256 : n;
         for (int i = base; i < top; i++) fds[i] = dial(port, i);
         handshake_all(fds + base, top - base, 1);
-        for (int i = base; i < top; i++) send_all(fds[i], stream_at(0, shift_for(i)), len);
-        for (int i = base; i < top; i++) {
-            size_t got = 0;
-            while (got < len) {
-                ssize_t r = xrecv(fds[i], in + got, len - got, 0);
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) die("idle: recv");
-                got += (size_t)r;
-            }
-            check(in, len, 0, shift_for(i));
-        }
+        if (then) then(fds, base, top);
     }
+}
+
+// idle's round trip on each connection of a batch: one 1-byte message (one frame when
+// framed), echoed and checked.
+static void one_round_trip(const int *fds, int base, int top) {
+    size_t len = framed ? unit : 1;
+    uint8_t in[16];
+    for (int i = base; i < top; i++) send_all(fds[i], stream_at(0, shift_for(i)), len);
+    for (int i = base; i < top; i++) {
+        size_t got = 0;
+        while (got < len) {
+            ssize_t r = xrecv(fds[i], in + got, len - got, 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) die("idle: recv");
+            got += (size_t)r;
+        }
+        check(in, len, 0, shift_for(i));
+    }
+}
+
+// CONNS connections, each does one 1-byte round trip (so the server has accepted it and
+// is reading), then they are held open and silent until standard input ends.
+static int idle(int port, int n) {
+    int *fds = malloc(n * sizeof *fds);
+    double t0 = now();
+    dial_in_batches(port, fds, n, one_round_trip);
     printf("ready conns=%d connect_ms=%.1f\n", n, (now() - t0) * 1e3);
     fflush(stdout);
     char b[64];
@@ -432,11 +445,7 @@ static int scale(int port, int n) {
     double t0 = now();
     int *fds = calloc((size_t)(n > 0 ? n : 1), sizeof *fds);
     if (!fds) die("malloc");
-    for (int base = 0; base < n; base += 256) {
-        int top = base + 256 < n ? base + 256 : n;
-        for (int i = base; i < top; i++) fds[i] = dial(port, i);
-        handshake_all(fds + base, top - base, 1);
-    }
+    dial_in_batches(port, fds, n, NULL);
     for (int i = 0; i < n; i++) {
         c[i].fd = fds[i];
         c[i].shift = shift_for(i);

@@ -61,6 +61,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import benchlib  # noqa: E402 (Benchmarks/benchlib.py, found through the line above)
+
 RESULTS = HERE / "results"
 PACKAGE = HERE.parent / "grpc" / "swift-nio-echo"
 WORK = Path(os.environ.get("WORK", "/tmp/switchyard-grpc-swift"))
@@ -72,7 +75,7 @@ WARMUP = float(os.environ.get("WARMUP", "0.5"))
 MESSAGE_SIZE = int(os.environ.get("MESSAGE_SIZE", "64"))
 PAIRS = os.environ.get("PAIRS", "nio:nio bsd:nio libuv:nio nio:bsd bsd:bsd libuv:bsd nio:libuv libuv:libuv").split()
 OUT_NAME = os.environ.get("OUT_NAME", "grpc-swift")
-PIN = ["taskset", "-c", CPU] if CPU else []
+PIN = benchlib.pin(CPU)
 SIDES = {"nio": ["--transport", "nio"],
          "bsd": ["--transport", "switchyard", "--backend", "bsd"],
          "libuv": ["--transport", "switchyard", "--backend", "libuv"]}
@@ -81,8 +84,7 @@ LOADS = [("u1", ["--method", "unary", "--concurrency", "1"]),
          ("s", ["--method", "stream", "--concurrency", "1"])]
 
 
-def log(*parts):
-    print("grpc-swift:", *parts, file=sys.stderr, flush=True)
+log = benchlib.logger("grpc-swift")
 
 
 def binary():
@@ -94,36 +96,19 @@ def binary():
     return str(Path(out) / "grpc-swift-bench")
 
 
-class Server:
+class Server(benchlib.Server):
+    """benchlib.Server for `argv` as given (pinning included), with two minutes to start (a
+    server under valgrind is slow) and its CPU from /proc/PID/stat."""
+
     def __init__(self, argv, log_path):
-        self.out = open(log_path, "w+")
-        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            m = re.search(r"listening on (\d+)", Path(log_path).read_text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        sys.exit(f"grpc-swift: the server did not start: {' '.join(argv)}\n{Path(log_path).read_text()}")
+        try:
+            super().__init__("the server", argv, log_path, start_seconds=120, stop_seconds=10,
+                             listening=r"listening on (\d+)")
+        except benchlib.DidNotStart as e:
+            sys.exit(f"grpc-swift: the server did not start: {' '.join(argv)}\n{e.output}")
 
     def cpu_seconds(self):
-        # Fields after the command name (which may hold spaces): utime and stime are 14, 15.
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
+        return benchlib.stat_cpu_seconds(self.pid)
 
 
 def run_load(bench, client, port, args, duration, warmup, server=None, pin=True):
@@ -181,9 +166,7 @@ FIGURES = [
 ]
 
 
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+median = benchlib.median
 
 
 def ratios(samples, pair, reference):
@@ -208,12 +191,7 @@ def verdict(key, better, ratio):
 
 
 def machine():
-    model = ""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    return {"nproc": os.cpu_count(), "cpu": model, "kernel": platform.release(),
+    return {"nproc": os.cpu_count(), "cpu": benchlib.cpu_model(""), "kernel": platform.release(),
             "os": Path("/etc/debian_version").read_text().strip() if Path("/etc/debian_version").exists() else ""}
 
 

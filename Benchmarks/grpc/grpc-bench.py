@@ -68,6 +68,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import benchlib  # noqa: E402 (Benchmarks/benchlib.py, found through the line above)
+
 RESULTS = HERE / "results"
 CPP_SERVER = HERE / "cpp-echo-server" / "cpp-echo-server"
 SWIFT_PACKAGE = HERE / "swift-nio-echo"
@@ -85,14 +88,13 @@ OUT_NAME = os.environ.get("OUT_NAME", "grpc-echo")
 UNARY_PATH = "/switchyard.bench.Echo/Unary"
 STREAM_PATH = "/switchyard.bench.Echo/Stream"
 GRPC_HEADERS = ["-H", "content-type: application/grpc", "-H", "te: trailers"]
-PIN = ["taskset", "-c", CPU] if CPU else []
+PIN = benchlib.pin(CPU)
 REFERENCE = "cpp"
 # Switchyard's rows are also given as ratios to grpc-swift out of the box.
 PEER = "nio"
 
 
-def log(*parts):
-    print("grpc-run:", *parts, file=sys.stderr, flush=True)
+log = benchlib.logger("grpc-run")
 
 
 class Failure(Exception):
@@ -157,52 +159,21 @@ def servers():
     return {n: table[n] for n in names}, bin_dir / "grpc-nio-echo-client"
 
 
-class Server:
+class Server(benchlib.Server):
+    """benchlib.Server pinned with PIN; one that does not start is a Failure of its own."""
+
     def __init__(self, name, argv, log_path):
-        self.name = name
-        self.out = open(log_path, "w+")
-        self.log_path = log_path
-        self.proc = subprocess.Popen(PIN + argv, stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            m = re.search(r"listening on (?:\S*:)?(\d+)\b", Path(log_path).read_text())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.stop()
-        raise Failure(f"{name} did not start:\n{Path(log_path).read_text()}")
+        try:
+            super().__init__(name, argv, log_path, PIN)
+        except benchlib.DidNotStart as e:
+            raise Failure(str(e)) from None
 
     def cpu(self):
         """(per-thread ns on CPU from schedstat, utime + stime in seconds from stat)."""
-        threads = {}
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            try:
-                threads[task.name] = int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        # Fields after the command name (which may hold spaces): utime, stime are 14, 15.
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return threads, (int(stat[11]) + int(stat[12])) / ticks
+        return benchlib.schedstat_threads(self.pid), benchlib.stat_cpu_seconds(self.pid)
 
     def peak_rss_kib(self):
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-        return 0
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
+        return self.status_kib("VmHWM")
 
 
 def cpu_seconds(before, after):
@@ -340,36 +311,18 @@ METRICS = [
 
 
 def fmt(key, value):
-    if value is None:
-        return "-"
-    for k, _, _, f in METRICS:
-        if k == key:
-            return f"{value / 1024:.1f}" if f is None else f.format(value)
-    return f"{value:.2f}"
+    return benchlib.fmt(METRICS, key, value)
 
 
 def machine():
-    model = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-
-    def first_line(argv):
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True).stdout.strip().splitlines()
-            return out[0] if out else "?"
-        except OSError:
-            return "?"
-
     return {
         "nproc": os.cpu_count(),
         "kernel": platform.release(),
-        "cpu": model,
-        "swift": first_line(["swift", "--version"]),
-        "grpc++": first_line(["pkg-config", "--modversion", "grpc++"]),
-        "h2load": first_line(["h2load", "--version"]),
-        "load_start": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "cpu": benchlib.cpu_model(),
+        "swift": benchlib.first_line(["swift", "--version"]),
+        "grpc++": benchlib.first_line(["pkg-config", "--modversion", "grpc++"]),
+        "h2load": benchlib.first_line(["h2load", "--version"]),
+        "load_start": benchlib.loadavg(),
     }
 
 
@@ -390,14 +343,7 @@ def report(med, samples, names, info, checks):
         "",
         "Checks: " + "; ".join(f"{n}: {c}" for n, c in checks.items()),
         "",
-        f"### Medians over {ROUNDS} rounds",
-        "",
-        "| server | " + " | ".join(h for _, h, _, _ in METRICS) + " |",
-        "|---|" + "---:|" * len(METRICS),
-    ]
-    for name in names:
-        if name in med:
-            lines.append(f"| {name} | " + " | ".join(fmt(k, med[name].get(k)) for k in metric_keys) + " |")
+    ] + benchlib.medians_table(METRICS, med, names, ROUNDS, fmt)
     for reference, subjects in [(REFERENCE, [n for n in names if n != REFERENCE]),
                                 (PEER, [n for n in names if n.startswith("switchyard")])]:
         subjects = [n for n in subjects if n in med]
@@ -475,7 +421,7 @@ def main():
     for n, ss in samples.items():
         if ss and n in live:
             med[n] = {k: statistics.median([s[k] for s in ss]) for k, _, _, _ in METRICS}
-    info["load_end"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    info["load_end"] = benchlib.loadavg()
     text = report(med, samples, names, info, checks)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{OUT_NAME}.md").write_text(
