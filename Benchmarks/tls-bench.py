@@ -61,12 +61,12 @@ CPU = os.environ.get("CPU", "0")
 CC = benchlib.c_compiler()
 PIN = benchlib.pin(CPU)
 # Progress and a server that does not start are told as Benchmarks/run tells them.
-log = benchlib.logger("run")
+log = benchlib.logger("tls")
 sh = benchlib.sh
 
 
 def swift():
-    return benchlib.swift("run")
+    return benchlib.swift("tls")
 
 
 def build():
@@ -266,7 +266,7 @@ def main():
         for rnd in range(1, ROUNDS + 1):
             for name in names:
                 argv, tls = table[name]
-                s = benchlib.measure_fresh("run", rnd, name, argv, Path(tmp) / f"{name}-{rnd}.log", PIN,
+                s = benchlib.measure_fresh("tls", rnd, name, argv, Path(tmp) / f"{name}-{rnd}.log", PIN,
                                            lambda server: measure(server, tls), log)
                 if s:
                     samples[name].append(s)

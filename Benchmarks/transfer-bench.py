@@ -19,13 +19,15 @@ What it does:
     transfer  a fresh `transfer-server --dir DIR --port 0 --event-loops 1`, then
               `transfer-client send FILE --port P --backend B`: MiB/s = 1 GiB / the
               client's wall time from its start (fork/exec) to its summary line. That time
-              covers: the client's start, its SHA-256 of the whole file, the connect and
-              offer, the whole transfer (chunks of 256 KiB, a 4 MiB window; the receiver
-              writes each chunk while a task behind it fsyncs the file and its state record,
-              at least every 1 MiB, and acknowledges what each sync covered), and the
-              receiver's final fsync, its SHA-256 of the received
-              file and its `done` answer. It does not cover the client's shutdown after the
-              summary (up to its 1 s grace period).
+              covers: the client's start, the connect and offer, the whole transfer
+              (chunks of 256 KiB, a 4 MiB window; each 64 KiB leaf hashed once at each end
+              as it goes by, on workers; the receiver writes each chunk while a task behind
+              it fsyncs the file, its leaf digests and its state record, at least every
+              1 MiB, and acknowledges what each sync covered), and the receiver's final
+              fsync, its check of the transfer digest from the stored leaf digests and its
+              `done` answer. It does not cover the client's shutdown after the summary (up
+              to its 1 s grace period). (Tools of protocol version 1 also hashed the whole
+              file before sending and the received file after it.)
     shm       the same transfer with the file and --dir on /dev/shm (tmpfs: fsync costs
               nothing), to see what durability on disk costs (SHM=0 skips it).
     floor     per round, before the backends: two `openssl dgst -sha256` passes and one
@@ -40,9 +42,10 @@ What it does:
   Benchmarks/run; the sender's transport has its default event loops on that core.
 - The phases of each transfer come from the times the client's plain `progress:` lines
   arrive (it flushes each): `setup+hash` = start to the first line (the receiver's resume
-  answer, sent after the client hashed the file and connected); `data` = first line to the
-  line that shows every byte acknowledged (the receiver's last fsync'd ack); `final` =
-  that to the summary (the receiver's final sync, its whole-file SHA-256, `done`). CPU
+  answer, sent once the client connected; with protocol version 1 also after it hashed
+  the file); `data` = first line to the line that shows every byte acknowledged (the
+  receiver's last fsync'd ack); `final` = that to the summary (the receiver's final sync
+  and check, `done`; with version 1 its whole-file SHA-256 too). CPU
   seconds of the client (getrusage of children) and of the server (/proc schedstat).
 - Every transfer is checked: the client's summary sha256 and the server's `received` line
   must match the expected SHA-256, the received file must have the full size.
@@ -299,9 +302,9 @@ def report(samples, info):
              f"{TRANSFER_BYTES / MIB:.0f} MiB file and server --dir on {info['fs']} ({TRANSFER_DIR}); "
              f"{shm_note}{info['load']}. {info['note']}", "",
              "MiB/s: raw = loadgen `stream` (64 KiB writes, echoed bytes, 2 s); transfer = file size / "
-             "client wall time from start to its summary line (its SHA-256 of the file, the transfer with "
-             "fsyncs behind the receiver's writes, at least one per MiB, each acknowledged; the receiver's final "
-             "sync and SHA-256 check).", "",
+             "client wall time from start to its summary line (the transfer, each 64 KiB leaf hashed once at each "
+             "end, with fsyncs behind the receiver's writes, at least one per MiB, each acknowledged; the "
+             "receiver's final sync and its check of the transfer digest from the stored leaf digests).", "",
              "| backend | raw MiB/s | transfer MiB/s | transfer / raw | rounds | shm MiB/s | shm / raw | rounds |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for b in BACKENDS:
