@@ -19,9 +19,9 @@ What it does (see Benchmarks/README.md for the why):
   echo-server (through the Benchmarks package, which depends on it by path), and with
   $BENCH_CC -O2 (the `run` wrapper picks CC, else gcc, cc or clang) the C servers and the load generator
   (into Benchmarks/.build/c/).
-- Servers under test (SERVERS, default all): c-epoll, c-libuv, nio, bsd-raw, libuv-raw,
-  bsd-framed-off, bsd-framed-on, libuv-framed-off, libuv-framed-on. One event loop
-  thread each. The framed ones are driven with `loadgen --framed`.
+- Servers under test (SERVERS, default all): c-epoll, c-libuv, nio, bsd-raw, libuv-raw.
+  One event loop thread each. (echo-server's framed mode serves gRPC calls over HTTP/2,
+  which loadgen does not speak: Benchmarks/grpc and Benchmarks/framed-vs-raw measure it.)
 - Per round, every server in turn (interleaved: A, B, C, A, B, C, ...), a fresh process
   per (server, round), pinned with the load generator to one core (CPU, default 0),
   warmed up with an unmeasured 0.3 s ping-pong, then:
@@ -38,7 +38,7 @@ What it does (see Benchmarks/README.md for the why):
   Server CPU per unit of work: the sum of /proc/PID/task/*/schedstat's first field (ns on
   CPU) before and after each load, divided by its round trips or MiB.
 - Prints the machine, then Markdown tables (medians over rounds; ratios to c-epoll, of
-  libuv-* to c-libuv, to nio, and framed to raw; the issue's targets) and writes them to
+  libuv-* to c-libuv and to nio; the issue's targets) and writes them to
   results/echo.md, the chart of ratios to results/echo.svg, the samples to
   results/echo-samples.json. Progress goes to standard error.
 """
@@ -102,15 +102,11 @@ def servers(bin_dir):
         sys.exit(f"run: ECHO_SERVER={echo!r} is not a file")
     common = ["--port", "0", "--event-loops", "1", "--grace-period", "0"]
     table = {
-        "c-epoll": ([str(CBIN / "c-epoll-echo"), "0"], False),
-        "c-libuv": ([str(CBIN / "c-libuv-echo"), "0"], False),
-        "nio": ([str(bin_dir / "nio-echo-server"), "0", "1"], False),
-        "bsd-raw": ([echo, "--backend", "bsd", "--mode", "raw", *common], False),
-        "libuv-raw": ([echo, "--backend", "libuv", "--mode", "raw", *common], False),
-        "bsd-framed-off": ([echo, "--backend", "bsd", "--mode", "framed", "--flow-control", "off", *common], True),
-        "bsd-framed-on": ([echo, "--backend", "bsd", "--mode", "framed", "--flow-control", "on", *common], True),
-        "libuv-framed-off": ([echo, "--backend", "libuv", "--mode", "framed", "--flow-control", "off", *common], True),
-        "libuv-framed-on": ([echo, "--backend", "libuv", "--mode", "framed", "--flow-control", "on", *common], True),
+        "c-epoll": [str(CBIN / "c-epoll-echo"), "0"],
+        "c-libuv": [str(CBIN / "c-libuv-echo"), "0"],
+        "nio": [str(bin_dir / "nio-echo-server"), "0", "1"],
+        "bsd-raw": [echo, "--backend", "bsd", "--mode", "raw", *common],
+        "libuv-raw": [echo, "--backend", "libuv", "--mode", "raw", *common],
     }
     # A baseline build of echo-server (another commit, built by hand) runs interleaved
     # with the current one, as NAME@base, so a change is measured in one run.
@@ -118,9 +114,8 @@ def servers(bin_dir):
     if baseline:
         if not Path(baseline).is_file():
             sys.exit(f"run: BASELINE_ECHO_SERVER={baseline!r} is not a file")
-        for name in ["bsd-raw", "libuv-raw", "bsd-framed-on", "libuv-framed-on"]:
-            argv, framed = table[name]
-            table[name + "@base"] = ([baseline, *argv[1:]], framed)
+        for name in ["bsd-raw", "libuv-raw"]:
+            table[name + "@base"] = [baseline, *table[name][1:]]
     chosen = os.environ.get("SERVERS", " ".join(table)).split()
     for name in chosen:
         if name not in table:
@@ -131,19 +126,19 @@ def servers(bin_dir):
 PIN = benchlib.pin(CPU)
 
 
-def loadgen(framed, *args, timeout=120):
-    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")] + (["--framed"] if framed else []), *args, timeout=timeout)
+def loadgen(*args, timeout=120):
+    return benchlib.loadgen(PIN + [str(CBIN / "loadgen")], *args, timeout=timeout)
 
 
-def measure(server, framed):
+def measure(server):
     """One round of every load against one fresh server; returns a dict of figures."""
     s = {}
-    loadgen(framed, "pingpong", server.port, 1, 64, 0.3)  # warm-up, not measured
+    loadgen("pingpong", server.port, 1, 64, 0.3)  # warm-up, not measured
     anon = [server.status_kib("RssAnon")]
     file = [server.status_kib("RssFile")]
 
     c0 = server.cpu_ns()
-    r = loadgen(framed, "pingpong", server.port, 1, 64, SECONDS_PER_LOAD)
+    r = loadgen("pingpong", server.port, 1, 64, SECONDS_PER_LOAD)
     c1 = server.cpu_ns()
     s["pp1_rps"] = float(r["rps"])
     s["pp1_p50"] = float(r["p50_us"])
@@ -153,7 +148,7 @@ def measure(server, framed):
     file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
-    r = loadgen(framed, "pingpong", server.port, 32, 64, SECONDS_PER_LOAD)
+    r = loadgen("pingpong", server.port, 32, 64, SECONDS_PER_LOAD)
     c1 = server.cpu_ns()
     s["pp32_rps"] = float(r["rps"])
     s["pp32_p99"] = float(r["p99_us"])
@@ -162,7 +157,7 @@ def measure(server, framed):
     file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
-    r = loadgen(framed, "stream", server.port, 65536, SECONDS_PER_LOAD)
+    r = loadgen("stream", server.port, 65536, SECONDS_PER_LOAD)
     c1 = server.cpu_ns()
     s["stream_mibps"] = float(r["mibps"])
     s["stream_cpu_us_per_mib"] = (c1 - c0) / 1e3 / (int(r["bytes"]) / 1048576)
@@ -170,7 +165,7 @@ def measure(server, framed):
     file.append(server.status_kib("RssFile"))
 
     c0 = server.cpu_ns()
-    r = loadgen(framed, "burst", server.port, BURST_CONNS, BURST_ROUNDS)
+    r = loadgen("burst", server.port, BURST_CONNS, BURST_ROUNDS)
     c1 = server.cpu_ns()
     s["burst_ms"] = float(r["total_ms"])
     s["burst_cpu_us"] = (c1 - c0) / 1e3 / (BURST_CONNS * BURST_ROUNDS)
@@ -185,7 +180,7 @@ def measure(server, framed):
     if IDLE_CONNS > 0:
         time.sleep(0.3)
         before = server.status_kib("VmRSS")
-        argv = PIN + [str(CBIN / "loadgen")] + (["--framed"] if framed else []) + ["idle", str(server.port), str(IDLE_CONNS)]
+        argv = PIN + [str(CBIN / "loadgen"), "idle", str(server.port), str(IDLE_CONNS)]
         idle = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = idle.stdout.readline()
         if not line.startswith("ready"):
@@ -283,12 +278,6 @@ def report(med, samples, names, info):
     lines += ratio_table(med, [n for n in names if n.startswith("libuv") or n == "c-libuv"], "c-libuv",
                          "libuv: ratio to c-libuv")
     lines += ratio_table(med, [n for n in names if n != "nio"], "nio", "Ratio to nio")
-    for backend in ["bsd", "libuv"]:
-        fr = [n for n in names if n.startswith(backend + "-framed")]
-        if fr and f"{backend}-raw" in med:
-            lines += ratio_table(med, fr, f"{backend}-raw", f"{backend}: framed to raw",
-                                 ["pp1_rps", "pp1_p99", "pp32_rps", "stream_mibps", "burst_ms", "pp1_cpu_us",
-                                  "stream_cpu_us_per_mib", "peak_rss_kib", "idle_bytes_per_conn"])
     based = [n for n in names if n + "@base" in med and n in med]
     if based:
         label = os.environ.get("BASELINE_NAME", "the baseline build")
@@ -347,17 +336,14 @@ def targets(med, samples):
         for k, h in [("pp1_cpu_us", "CPU/rt 1 conn"), ("pp32_cpu_us", "CPU/rt 32 conns"),
                      ("stream_cpu_us_per_mib", "CPU/MiB stream"), ("burst_cpu_us", "CPU/rt burst")]:
             add(f"{s} / {ref}, {h}", r(s, k, ref), lambda v: v <= 1.2, "<= 1.2")
-    for s in ["bsd-raw", "libuv-raw", "bsd-framed-on", "libuv-framed-on"]:
+    for s in ["bsd-raw", "libuv-raw"]:
         add(f"{s} / nio, peak RSS", r(s, "peak_rss_kib", "nio"), lambda v: v <= 0.5, "<= 0.5")
     add("swift-floor / nio, peak RSS (a Swift program that only waits: the least any Swift server can reach)",
         r("swift-floor", "peak_rss_kib", "nio"), lambda v: v <= 0.5, "<= 0.5")
-    for s in ["bsd-raw", "libuv-raw", "bsd-framed-on", "libuv-framed-on"]:
+    for s in ["bsd-raw", "libuv-raw"]:
         if s in med and med[s].get("idle_bytes_per_conn") is not None:
             v = med[s]["idle_bytes_per_conn"] / 1024
             rows.append(f"| {s}, KiB per idle connection | {v:.2f} | - | < 2 | {'met' if v < 2 else 'MISSED'} |")
-    for b in ["bsd", "libuv"]:
-        for k, h in thr:
-            add(f"{b}-framed-on / {b}-raw, {h}", r(f"{b}-framed-on", k, f"{b}-raw"), lambda v: v >= 0.8, ">= 0.8")
     if not rows:
         return []
     return ["#### Targets", "",
@@ -454,9 +440,8 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     for rnd in range(1, ROUNDS + 1):
         for name in names:
-            argv, framed = table[name]
-            s = benchlib.measure_fresh("run", rnd, name, argv, work / f"{name}-{rnd}.log", PIN,
-                                       lambda server: measure(server, framed), log)
+            s = benchlib.measure_fresh("run", rnd, name, table[name], work / f"{name}-{rnd}.log", PIN,
+                                       measure, log)
             if s:
                 samples[name].append(s)
                 log(f"round {rnd}/{ROUNDS} {name}: pp1 {s['pp1_rps']:.0f} rt/s p99 {s['pp1_p99']:.1f} us, "

@@ -1,12 +1,12 @@
 // Load generator for the echo benchmarks. Every echoed byte is checked.
-//   loadgen [--framed] pingpong PORT CONNS SIZE SECONDS   round trips/s, p50, p99 (us)
-//   loadgen [--framed] stream   PORT SIZE SECONDS         MiB/s echoed, one connection
-//   loadgen [--framed] burst    PORT CONNS ROUNDS         total ms: connect CONNS connections,
+//   loadgen pingpong PORT CONNS SIZE SECONDS   round trips/s, p50, p99 (us)
+//   loadgen stream   PORT SIZE SECONDS         MiB/s echoed, one connection
+//   loadgen burst    PORT CONNS ROUNDS         total ms: connect CONNS connections,
 //                                                         ROUNDS round trips of 64 B on each, close
-//   loadgen [--framed] idle     PORT CONNS                open CONNS connections, one 1-byte round
+//   loadgen idle     PORT CONNS                open CONNS connections, one 1-byte round
 //                                                         trip on each, print "ready ...", then hold
 //                                                         them until standard input ends
-//   loadgen [--framed] scale    PORT CONNS                open CONNS connections and send nothing;
+//   loadgen scale    PORT CONNS                open CONNS connections and send nothing;
 //                                                         print "ready ..."; then for each line
 //                                                         "go RATE COUNT" on standard input, COUNT
 //                                                         round trips of 64 B, round-robin over the
@@ -16,17 +16,14 @@
 // Prints one line of key=value pairs (idle: "ready conns=N connect_ms=T" when all are up,
 // then "closed" after standard input ends). Exit 1 on any mismatch or error.
 //
-// --framed speaks echo-server's framed mode: every message goes out as a frame (a flags
-// byte 0x00, then the payload length as 32-bit big-endian, then the payload) and a
-// framed echo server sends each message back as the same frame, so the echoed byte
-// stream equals the sent one in both modes and is checked the same way. SIZE is then the
-// payload size; throughput counts frame bytes (5 more per message).
+// It speaks raw bytes only. echo-server's framed mode serves gRPC calls over HTTP/2, which
+// Benchmarks/grpc and Benchmarks/framed-vs-raw measure with clients that speak it.
 //
 // What is sent is a periodic pattern (period not a multiple of any write size, so lost,
 // repeated or reordered bytes show up), checked with memcmp; generating and checking
 // costs little, which matters because the load generator shares a core with the server.
 //
-// --tls (before or after --framed) speaks TLS through OpenSSL 3 on every connection: TLS
+// --tls speaks TLS through OpenSSL 3 on every connection: TLS
 // 1.3 unless LOADGEN_TLS_VERSION=1.2, OpenSSL's default ciphers and groups, SNI
 // "localhost", no certificate verification (the client's CPU is not what is measured, and
 // it shares the core with the server), no session cache and no tickets asked for, so every
@@ -76,36 +73,19 @@ static uint8_t pattern(uint64_t i) { return (uint8_t)((i * 2654435761u) >> 13); 
 
 // The outgoing byte stream of every connection is ring[(offset + shift) % period]. The
 // ring holds one period plus the largest write, so any write or check is one slice.
-static int framed = 0;
-static size_t msg_size = 64;  // payload bytes per message
-static size_t unit = 1;       // bytes per message on the wire (framed: 5 + payload)
+static size_t msg_size = 64;  // bytes per message
 static size_t period = 0;
 static uint8_t *ring = NULL;
 
 static void make_ring(size_t size, size_t max_write) {
     msg_size = size;
-    if (framed) {
-        // Seven frames (prime) with different payloads: the stream repeats every 7 frames.
-        unit = 5 + size;
-        period = 7 * unit;
-    } else {
-        unit = 1;
-        period = 65521;  // prime: not a multiple of any write or read size
-    }
+    period = 65521;  // prime: not a multiple of any write or read size
     if (max_write < 65536) max_write = 65536;  // the largest read checked at once
-    size_t total = period + max_write + unit;
+    size_t total = period + max_write + 1;
     ring = malloc(total);
     if (!ring) die("malloc");
     for (size_t o = 0; o < total; o++) {
-        size_t p = o % period;
-        if (framed) {
-            size_t frame = p / unit, pos = p % unit;
-            if (pos == 0) ring[o] = 0x00;
-            else if (pos < 5) ring[o] = (uint8_t)(size >> (8 * (4 - pos)));
-            else ring[o] = pattern(frame * 131 + pos);
-        } else {
-            ring[o] = pattern(p);
-        }
+        ring[o] = pattern(o % period);
     }
 }
 
@@ -228,7 +208,7 @@ static void hang_up(int fd) {
     close(fd);
 }
 
-static size_t shift_for(int i) { return framed ? (size_t)(i % 7) * unit : ((size_t)i * 131) % period; }
+static size_t shift_for(int i) { return ((size_t)i * 131) % period; }
 static const uint8_t *stream_at(uint64_t offset, size_t shift) { return ring + (offset + shift) % period; }
 
 static int nsources(void) {
@@ -288,7 +268,7 @@ static int pingpong(int port, int n, double seconds, int max_rounds, int quiet) 
     conn_t *c = calloc(n, sizeof *c);
     size_t cap = 1 << 20, count = 0;
     double *lat = malloc(cap * sizeof *lat);
-    uint8_t *in = malloc(unit * (framed ? 1 : msg_size) + 16);
+    uint8_t *in = malloc(msg_size + 16);
     int ep = epoll_create1(0);
     int *fds = calloc((size_t)(n > 0 ? n : 1), sizeof *fds);
     if (!fds) die("malloc");
@@ -301,7 +281,7 @@ static int pingpong(int port, int n, double seconds, int max_rounds, int quiet) 
         epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev);
     }
     free(fds);
-    size_t len = framed ? unit : msg_size;
+    size_t len = msg_size;
     double t0 = now(), end = t0 + seconds;
     for (int i = 0; i < n; i++) {
         c[i].start = now();
@@ -343,12 +323,12 @@ static int pingpong(int port, int n, double seconds, int max_rounds, int quiet) 
     return 0;
 }
 
-// One connection, writing SIZE-byte writes (framed: SIZE-byte messages) and reading the
+// One connection, writing SIZE-byte writes and reading the
 // echo at the same time, for SECONDS; then it drains the echo of everything sent.
 static int stream(int port, double seconds) {
     int fd = dial(port, 0);
     handshake_all(&fd, 1, 0);
-    size_t wsize = framed ? unit : msg_size, rsize = 1 << 16;
+    size_t wsize = msg_size, rsize = 1 << 16;
     uint8_t *in = malloc(rsize);
     uint64_t sent = 0, got = 0;
     int ep = epoll_create1(0);
@@ -363,9 +343,7 @@ static int stream(int port, double seconds) {
         if (m < 0 && errno == EINTR) continue;
         if (m <= 0) die("timeout");
         if (sending && (evs[0].events & EPOLLOUT)) {
-            // Past the deadline, only what completes the last message (framed mode
-            // echoes whole messages only).
-            size_t n = retry ? retry : now() >= end ? (unit - sent % unit) % unit : wsize;
+            size_t n = retry ? retry : now() >= end ? 0 : wsize;
             if (n == 0) {
                 sending = 0; ev.events = EPOLLIN; epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
             } else {
@@ -404,10 +382,9 @@ static void dial_in_batches(int port, int *fds, int n, void (*then)(const int *f
     }
 }
 
-// idle's round trip on each connection of a batch: one 1-byte message (one frame when
-// framed), echoed and checked.
+// idle's round trip on each connection of a batch: one byte, echoed and checked.
 static void one_round_trip(const int *fds, int base, int top) {
-    size_t len = framed ? unit : 1;
+    size_t len = 1;
     uint8_t in[16];
     for (int i = base; i < top; i++) send_all(fds[i], stream_at(0, shift_for(i)), len);
     for (int i = base; i < top; i++) {
@@ -455,7 +432,7 @@ static int scale(int port, int n) {
     free(fds);
     printf("ready conns=%d connect_ms=%.1f\n", n, (now() - t0) * 1e3);
     fflush(stdout);
-    size_t len = framed ? unit : msg_size;
+    size_t len = msg_size;
     uint8_t *in = malloc(len + 16);
     char line[128];
     FILE *cmd = fdopen(0, "r");
@@ -531,8 +508,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     int a = 1;
     for (; a < argc; a++) {
-        if (!strcmp(argv[a], "--framed")) framed = 1;
-        else if (!strcmp(argv[a], "--tls")) tls = 1;
+        if (!strcmp(argv[a], "--tls")) tls = 1;
         else break;
     }
     if (tls) tls_init();
