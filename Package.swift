@@ -583,7 +583,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardTLSTests",
-            dependencies: ["SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV"],
+            dependencies: [
+                "SwitchyardCalls", "SwitchyardReachability", "Switchyard", "SwitchyardTLS", "SwitchyardMemory", "SwitchyardBSD", "SwitchyardUV",
+                // The test certificates, made as the kit's TLS pairs make theirs.
+                "SwitchyardConformance", "SwitchyardConformanceTLS",
+            ],
             swiftSettings: strict
         ),
         // A GRPCClient and a GRPCServer over SwitchyardGRPC's transports, on bsd, libuv and
@@ -592,6 +596,8 @@ let package = Package(
             name: "SwitchyardGRPCTests",
             dependencies: [
                 "Switchyard", "SwitchyardGRPC", "SwitchyardBSD", "SwitchyardUV", "SwitchyardMemory", "SwitchyardTLS",
+                // The test certificates, made as the kit's TLS pairs make theirs.
+                "SwitchyardConformance", "SwitchyardConformanceTLS",
                 // Server keepalive in the stall test.
                 "SwitchyardCalls",
                 // The article's example picks its backend by name.
@@ -645,6 +651,8 @@ let package = Package(
                 // GracefulShutdownTests' framed load: calls on CallChannels, on the
                 // server's backend.
                 "SwitchyardCalls", "Switchyard", "SwitchyardBackends",
+                // The test certificates, made as the kit's TLS pairs make theirs.
+                "SwitchyardConformance", "SwitchyardConformanceTLS",
             ],
             exclude: ["reconnect-across-switch.sh"],
             swiftSettings: strict

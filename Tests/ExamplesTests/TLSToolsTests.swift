@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import SwitchyardConformance
+import SwitchyardConformanceTLS
 import Synchronization
 import Testing
 
@@ -279,21 +281,16 @@ func waitUntilListening(port: Int, process: Subprocess, timeout: Duration = .sec
     }
 }
 
-/// The test certificates of `scripts/make-test-certs`, made once per test process.
+/// The test certificates of `scripts/make-test-certs`, made once per test process, as
+/// the kit's TLS pairs make theirs.
 final class TestCertificates: Sendable {
     let directory: String
 
     private init() throws {
-        directory = NSTemporaryDirectory() + "/switchyard-tls-tools-" + UUID().uuidString
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("scripts/make-test-certs").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script, directory]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SubprocessFailure("scripts/make-test-certs \(directory) failed: exit \(process.terminationStatus)")
+        do {
+            directory = try ConformanceTLS.makeTestCertificates()
+        } catch {
+            throw SubprocessFailure(error.description)
         }
     }
 
@@ -317,7 +314,7 @@ final class TestCertificates: Sendable {
     func path(_ name: String) -> String { directory + "/" + name }
 
     private func remove() {
-        try? FileManager.default.removeItem(atPath: directory)
+        ConformanceTLS.removeTestCertificates(directory)
     }
 }
 

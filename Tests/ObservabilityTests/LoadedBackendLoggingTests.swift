@@ -24,16 +24,9 @@ struct LoadedBackendLoggingTests {
             try backend.make(TransportConfiguration(eventLoopCount: 1, logger: logger))
         }
         let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
-        let accepted = Accepted()
-        listener.acceptConnections { accepted.push($0) }
-        let client = try await transport.connect(to: listener.localAddress)
-        let clientEnd = Recorder()
-        client.setHandler(clientEnd)
-        client.startReading()
-        let server = try await accepted.next()
-        server.setHandler(Recorder())
-        server.reset()
-        #expect(try await clientEnd.end()?.reason == .reset)
+        let pair = try await ConnectedPair.connect(transport, to: Accepted(listener), echo: false)
+        pair.server.reset()
+        #expect(try await pair.clientSide.end()?.reason == .reset)
         listener.close()
         await transport.shutdown(gracePeriod: .seconds(1))
 

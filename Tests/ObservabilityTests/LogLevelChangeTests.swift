@@ -18,14 +18,13 @@ struct LogLevelChangeTests {
         let transport = try Backends.makeTransport(
             named: backend, configuration: TransportConfiguration(eventLoopCount: 1, logger: logger))
         let listener = try await transport.listen(on: Endpoint(host: "127.0.0.1", port: 0))
-        let accepted = Accepted()
-        listener.acceptConnections { accepted.push($0) }
+        let accepted = Accepted(listener)
 
-        try await Self.connectAndClose(transport, listener, accepted)
+        try await Self.connectAndClose(transport, accepted)
         #expect(records.entries.isEmpty, "\(records.entries.map(\.message))")
 
         level.set(.debug)
-        try await Self.connectAndClose(transport, listener, accepted)
+        try await Self.connectAndClose(transport, accepted)
         let messages = records.entries.map(\.message.description)
         #expect(messages.filter { $0 == "connected" }.count == 1)
         #expect(messages.filter { $0 == "accepted" }.count == 1)
@@ -36,20 +35,13 @@ struct LogLevelChangeTests {
     }
 
     /// One connection, a byte each way, closed by the client; returns once both ends ended.
-    private static func connectAndClose(_ transport: any Transport, _ listener: any Listener, _ accepted: Accepted) async throws {
-        let client = try await transport.connect(to: listener.localAddress)
-        let clientSide = Recorder()
-        client.setHandler(clientSide)
-        client.startReading()
-        let server = try await accepted.next()
-        let serverSide = Recorder(echoingOn: server)
-        server.setHandler(serverSide)
-        server.startReading()
-        client.write([1], completion: nil)
-        try await clientSide.received(1)
-        client.close()
-        _ = try await serverSide.end()
-        _ = try await clientSide.end()
+    private static func connectAndClose(_ transport: any Transport, _ accepted: Accepted) async throws {
+        let pair = try await ConnectedPair.connect(transport, to: accepted, echo: true)
+        pair.client.write([1], completion: nil)
+        try await pair.clientSide.received(1)
+        pair.client.close()
+        _ = try await pair.serverSide.end()
+        _ = try await pair.clientSide.end()
     }
 }
 

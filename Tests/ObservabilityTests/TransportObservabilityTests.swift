@@ -35,16 +35,10 @@ struct TransportObservabilityTests {
         let metrics = TestMetrics()
         let (transport, log) = try Self.make(backend, metrics: metrics)
         let listener = try await transport.listen(on: Self.endpoint(backend))
-        let accepted = Accepted()
-        listener.acceptConnections { accepted.push($0) }
-        let client = try await transport.connect(to: listener.localAddress)
-        let clientEnd = Recorder()
-        client.setHandler(clientEnd)
-        client.startReading()
-        let server = try await accepted.next()
-        server.setHandler(Recorder())
-        server.reset()
-        let error = try await clientEnd.end()
+        let pair = try await ConnectedPair.connect(transport, to: Accepted(listener), echo: false)
+        let client = pair.client
+        pair.server.reset()
+        let error = try await pair.clientSide.end()
         #expect(error?.reason == .reset)
         listener.close()
         await transport.shutdown(gracePeriod: .seconds(1))
@@ -73,22 +67,13 @@ struct TransportObservabilityTests {
         let metrics = TestMetrics()
         let (transport, log) = try Self.make(backend, metrics: metrics)
         let listener = try await transport.listen(on: Self.endpoint(backend))
-        let accepted = Accepted()
-        listener.acceptConnections { accepted.push($0) }
-        let client = try await transport.connect(to: listener.localAddress)
-        let clientSide = Recorder()
-        client.setHandler(clientSide)
-        client.startReading()
-        let server = try await accepted.next()
-        let serverSide = Recorder(echoingOn: server)
-        server.setHandler(serverSide)
-        server.startReading()
+        let pair = try await ConnectedPair.connect(transport, to: Accepted(listener), echo: true)
         let message = Array(repeating: UInt8(42), count: 10_000)
-        client.write(message, completion: nil)
-        try await clientSide.received(message.count)
-        client.close()
-        _ = try await serverSide.end()
-        _ = try await clientSide.end()
+        pair.client.write(message, completion: nil)
+        try await pair.clientSide.received(message.count)
+        pair.client.close()
+        _ = try await pair.serverSide.end()
+        _ = try await pair.clientSide.end()
         listener.close()
         await transport.shutdown(gracePeriod: .seconds(1))
 
@@ -133,8 +118,7 @@ struct TransportObservabilityTests {
         let metrics = TestMetrics()
         let (transport, _) = try Self.make(backend, metrics: metrics)
         let listener = try await transport.listen(on: Self.endpoint(backend))
-        let accepted = Accepted()
-        listener.acceptConnections { accepted.push($0) }
+        let accepted = Accepted(listener)
         let client = try await transport.connect(to: listener.localAddress)
         client.setHandler(Recorder())
         let server = try await accepted.next()
@@ -163,68 +147,4 @@ struct TransportObservabilityTests {
         #expect(plain.hashValue == logged.hashValue)
         #expect(plain != TransportConfiguration(stallTimeout: .seconds(4), logger: logger))
     }
-}
-
-/// Accepted connections, for the test that waits for one.
-final class Accepted: Sendable {
-    private let queue = Mutex<[any Connection]>([])
-
-    func push(_ connection: any Connection) {
-        queue.withLock { $0.append(connection) }
-    }
-
-    func next() async throws -> any Connection {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if let connection = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return connection }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw ObservabilityTestFailure("no connection was accepted within 10 s")
-    }
-}
-
-/// Counts what its connection read, optionally echoes it (and closes at end of stream),
-/// and remembers how the connection ended.
-final class Recorder: ConnectionHandler {
-    private let state = Mutex<(received: Int, end: TransportError??)>((0, nil))
-    private let echo: (any Connection)?
-
-    init(echoingOn connection: (any Connection)? = nil) {
-        self.echo = connection
-    }
-
-    func connectionDidRead(_ bytes: UnsafeRawBufferPointer) {
-        state.withLock { $0.received += bytes.count }
-        echo?.write(borrowing: bytes, completion: nil)
-    }
-
-    func connectionDidReadEnd() {
-        echo?.close()
-    }
-
-    func connectionDidClose(error: TransportError?) {
-        state.withLock { $0.end = .some(error) }
-    }
-
-    func received(_ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while state.withLock({ $0.received }) < count {
-            guard ContinuousClock.now < deadline else { throw ObservabilityTestFailure("received \(state.withLock { $0.received }) of \(count) bytes") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-    }
-
-    func end() async throws -> TransportError? {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if let end = state.withLock({ $0.end }) { return end }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw ObservabilityTestFailure("the connection did not end within 10 s")
-    }
-}
-
-struct ObservabilityTestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

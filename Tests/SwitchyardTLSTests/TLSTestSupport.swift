@@ -1,6 +1,8 @@
 import Foundation
 import Switchyard
 import SwitchyardBSD
+import SwitchyardConformance
+import SwitchyardConformanceTLS
 import SwitchyardMemory
 import SwitchyardTLS
 import SwitchyardUV
@@ -8,26 +10,17 @@ import Synchronization
 import Testing
 
 /// Throwaway certificates, made once per test process by `scripts/make-test-certs` into
-/// a temporary directory (no key is committed).
+/// a temporary directory (no key is committed), as the kit's TLS pairs make theirs.
 enum TestCertificates {
     static let directory: String = {
-        let directory = NSTemporaryDirectory() + "switchyard-tls-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let script = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/make-test-certs").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = [directory]
         do {
-            try process.run()
-            process.waitUntilExit()
+            let directory = try ConformanceTLS.makeTestCertificates()
+            // The keys go when the test process ends.
+            atexit { ConformanceTLS.removeTestCertificates(TestCertificates.directory) }
+            return directory
         } catch {
-            fatalError("cannot run \(script): \(error)")
+            preconditionFailure("the test certificates could not be made: \(error)")
         }
-        precondition(process.terminationStatus == 0, "\(script) failed with status \(process.terminationStatus)")
-        // The keys go when the test process ends.
-        atexit { try? FileManager.default.removeItem(atPath: TestCertificates.directory) }
-        return directory
     }()
 
     static func path(_ name: String) -> String { directory + "/" + name }
