@@ -2,15 +2,15 @@
 /// applies it now, ``SimulatedNetwork/schedule(_:at:)`` at a time of the clock.
 ///
 /// Each mirrors a fault of a real network (docs: TESTING.md's table of faults):
-/// - ``blackHole(host:)``: every segment to or from the host vanishes, in flight too,
+/// - `blackHole(host:)`: every segment to or from the host vanishes, in flight too,
 ///   with no error: a reader waits, a writer stops completing once its window is full.
-///   ``liftBlackHole(host:)`` ends it; what vanished stays lost.
-/// - ``resetConnections(host:)``: every open connection with an end on the host ends
+///   `liftBlackHole(host:)` ends it; what vanished stays lost.
+/// - `resetConnections(host:)`: every open connection with an end on the host ends
 ///   with `unavailable`/`reset` there, and its peer hears a reset after the link's
 ///   latency.
-/// - ``stopReading(host:)``: the host's connections take nothing more from their
+/// - `stopReading(host:)`: the host's connections take nothing more from their
 ///   receive buffers, even while their users read, so writers to it stop after a
-///   window's worth (flow control, not an error). ``resumeReading(host:)`` ends it.
+///   window's worth (flow control, not an error). `resumeReading(host:)` ends it.
 public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
     enum Kind: Hashable {
         case blackHole, liftBlackHole, resetConnections, stopReading, resumeReading

@@ -12,7 +12,7 @@
 public struct SimulatedLink: Sendable, Hashable {
     /// The one-way delay of every segment.
     public var latency: Duration
-    /// The most a segment is delayed beyond ``latency``, uniformly at random (zero: none).
+    /// The most a segment is delayed beyond `latency`, uniformly at random (zero: none).
     public var jitter: Duration
 
     /// A link with `latency` one way and up to `jitter` more per segment.

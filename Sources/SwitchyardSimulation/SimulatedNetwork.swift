@@ -22,20 +22,20 @@ import Synchronization
 ///
 /// ## Driving the clock
 ///
-/// - ``Driving/manual`` (the default): nothing runs until the test drives:
-///   ``advance(by:)``, ``run(until:)`` and ``runUntilIdle()`` run the events due in
+/// - ``SimulatedNetwork/Driving/manual`` (the default): nothing runs until the test drives:
+///   `advance(by:)`, `run(until:)` and `runUntilIdle()` run the events due in
 ///   order, each at its virtual time. A run then depends only on the test's steps and
-///   the seed, so the same seed replays the same ``eventLog`` byte for byte.
-/// - ``Driving/automatic``: the network runs by itself, and its clock jumps to the next
+///   the seed, so the same seed replays the same `eventLog` byte for byte.
+/// - ``SimulatedNetwork/Driving/automatic``: the network runs by itself, and its clock jumps to the next
 ///   event whenever nothing else is due: for code that only uses a `Transport` (the
-///   conformance kit runs the `simulation` backend so, on ``shared``). Timing then
+///   conformance kit runs the `simulation` backend so, on `shared`). Timing then
 ///   depends on the threads of the code under test; the seed still decides every random
 ///   choice.
 ///
 /// ## Replaying a seed
 ///
-/// Print ``seed`` when a test fails (``description`` includes it), then make the
-/// network with that seed: the same steps give the same ``eventLog``.
+/// Print `seed` when a test fails (`description` includes it), then make the
+/// network with that seed: the same steps give the same `eventLog`.
 ///
 /// Driven by hand, one thread runs all of a network's loops, so nothing in it races;
 /// driving itself, each loop has a thread of its own. They stop when the network and
@@ -66,10 +66,10 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
     let controlLoop: SimulatedEventLoop
 
     /// A network whose random choices come from `seed`, driven as `driving` says, where
-    /// a pair of hosts without a link of its own (``setLink(between:and:_:)``) is joined
-    /// by `link`. With `recordsEvents` false, ``eventLog`` stays empty (for a network
-    /// that runs for long, as ``shared`` does).
-    /// - Throws: a ``TransportError`` if the network's thread cannot start.
+    /// a pair of hosts without a link of its own (`setLink(between:and:_:)`) is joined
+    /// by `link`. With `recordsEvents` false, `eventLog` stays empty (for a network
+    /// that runs for long, as `shared` does).
+    /// - Throws: a `TransportError` if the network's thread cannot start.
     public init(
         seed: UInt64 = .random(in: .min ... .max), driving: Driving = .manual, link: SimulatedLink = SimulatedLink(),
         recordsEvents: Bool = true
@@ -91,14 +91,14 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
         clock.finish()
     }
 
-    /// The environment variable that seeds ``shared`` (a decimal `UInt64`); without it
+    /// The environment variable that seeds `shared` (a decimal `UInt64`); without it
     /// the seed is random.
     public static let seedVariable = "SWITCHYARD_SIMULATION_SEED"
 
-    /// The network of the `simulation` backend in a ``BackendRegistry``: automatic,
+    /// The network of the `simulation` backend in a `BackendRegistry`: automatic,
     /// process-wide (so the transports a registry makes reach each other), seeded from
-    /// ``seedVariable``, without an event log.
-    /// - Throws: a ``TransportError`` if its thread could not start.
+    /// `seedVariable`, without an event log.
+    /// - Throws: a `TransportError` if its thread could not start.
     public static var shared: SimulatedNetwork {
         get throws(TransportError) { try sharedNetwork.get() }
     }
@@ -147,7 +147,7 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
         await clock.drive(to: .time(clock.now + max(duration, .zero)))
     }
 
-    /// Moves the clock to `time` (since the network was made) as ``advance(by:)`` does;
+    /// Moves the clock to `time` (since the network was made) as `advance(by:)` does;
     /// a time already passed runs what is due now. Manual driving only.
     public func run(until time: Duration) async {
         precondition(driving == .manual, "run(until:) drives a manual network; \(self) drives itself (a programming error)")

@@ -5,10 +5,10 @@ import Synchronization
 /// A listener of the simulation backend: an entry in its network's table that connects
 /// from any ``SimulationTransport`` on the same ``SimulatedNetwork`` find.
 ///
-/// It keeps the ``Listener`` contract: ``localAddress`` is readable at once (port 0 was
+/// It keeps the `Listener` contract: `localAddress` is readable at once (port 0 was
 /// replaced by the port it got); each connect that reaches it yields one connection,
-/// not reading yet, on a loop of the transport that listens; ``close()`` removes it
-/// from the table at once (later connects are refused), ends ``connections`` and
+/// not reading yet, on a loop of the transport that listens; `close()` removes it
+/// from the table at once (later connects are refused), ends `connections` and
 /// closes the connections no one took. It closes too when its transport shuts down.
 public final class SimulationListener: Listener {
     public var backendName: String { SimulationTransport.backendName }

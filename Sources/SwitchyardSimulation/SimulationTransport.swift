@@ -3,7 +3,7 @@ public import SwitchyardBackendKit
 
 /// The simulation backend: connections over a ``SimulatedNetwork``, in virtual time.
 ///
-/// It keeps every rule of the ``Transport`` and ``Connection`` contracts as the
+/// It keeps every rule of the `Transport` and `Connection` contracts as the
 /// in-memory backend does (and passes the conformance kit the same way), with a network
 /// between the ends:
 ///
@@ -21,17 +21,17 @@ public import SwitchyardBackendKit
 ///   (``SimulatedLink``: latency, jitter), in order. A write completes once its bytes
 ///   are sent; at most 256 KiB may be sent and not yet read by the peer, so a peer that
 ///   does not read pushes the writer back, as TCP does. Reads hand over at most 64 KiB
-///   at a time, only while reading; ``Connection/reset()`` reaches the peer as
-///   `unavailable`/`reset`, ``Connection/close()`` as end of stream, each after the
+///   at a time, only while reading; `Connection/reset()` reaches the peer as
+///   `unavailable`/`reset`, `Connection/close()` as end of stream, each after the
 ///   latency.
-/// - **Loops.** ``TransportConfiguration/eventLoopCount`` loops (default one), each a
+/// - **Loops.** `TransportConfiguration/eventLoopCount` loops (default one), each a
 ///   loop of the network's clock: callbacks run in virtual time, on the network's one
 ///   thread when the test drives the clock, or on a thread per loop (`sy-sim-N`) when
 ///   the network drives itself. No descriptors.
-/// - **Shutdown** as every toolkit-built backend (``TransportLifecycle``):
-///   ``shutdownNow()`` closes the listeners, ends every open connection with
+/// - **Shutdown** as every toolkit-built backend (`TransportLifecycle`):
+///   `shutdownNow()` closes the listeners, ends every open connection with
 ///   `cancelled`/`shutdown` (the peers see end of stream) and stops the loops;
-///   ``shutdown(gracePeriod:)`` first waits up to the grace period (real time) for the
+///   `shutdown(gracePeriod:)` first waits up to the grace period (real time) for the
 ///   connections to end. On a manually driven network a shutdown runs the work due now
 ///   without moving the clock.
 ///
@@ -55,7 +55,7 @@ public final class SimulationTransport: LifecycleTransport {
     /// The name the backend registers under.
     public static let backendName = "simulation"
 
-    /// The backend, for a ``BackendRegistry``: its transports are on
+    /// The backend, for a `BackendRegistry`: its transports are on
     /// ``SimulatedNetwork/shared`` (automatic driving), so they reach each other.
     public static let backend = TransportBackend(
         name: backendName,
@@ -73,7 +73,7 @@ public final class SimulationTransport: LifecycleTransport {
 
     /// A transport on `network`, standing for `host` (an IP address) if given.
     /// - Throws: `invalidArgument`/`invalid option` for settings out of range
-    ///   (``TransportConfiguration/validate()``); `invalidArgument`/`invalid address` for
+    ///   (`TransportConfiguration/validate()`); `invalidArgument`/`invalid address` for
     ///   a `host` that is not an IP address.
     public init(network: SimulatedNetwork, host: String? = nil, configuration: TransportConfiguration = .init()) throws {
         try configuration.validate()
@@ -155,7 +155,7 @@ public final class SimulationTransport: LifecycleTransport {
         return listener
     }
 
-    /// Its lifecycle runs ``Transport/shutdown(gracePeriod:)`` and ``Transport/shutdownNow()``;
+    /// Its lifecycle runs `Transport/shutdown(gracePeriod:)` and `Transport/shutdownNow()`;
     /// on a manually driven network, with the clock held open for the work due now.
     public var shutdownSequence: any TransportShutdownSequence {
         network.driving == .manual ? HeldOpenShutdown(lifecycle: lifecycle, clock: network.clock) : lifecycle

@@ -3,27 +3,27 @@ import Switchyard
 import SwitchyardBackendKit
 import Synchronization
 
-/// One end of a simulated connection. See ``Connection`` for the contract, which
-/// ``ConnectionStateMachine`` keeps and ``StreamConnection`` fronts; this type moves the
-/// bytes as segments (``SimulatedSegment``) over the network's links, in virtual time.
+/// One end of a simulated connection. See `Connection` for the contract, which
+/// `ConnectionStateMachine` keeps and `StreamConnection` fronts; this type moves the
+/// bytes as segments (`SimulatedSegment`) over the network's links, in virtual time.
 ///
 /// A small TCP:
 /// - A write completes once its bytes are sent: the writer may have at most
-///   ``window`` bytes sent and not yet read by the peer (its receive buffer, in flight
+///   `window` bytes sent and not yet read by the peer (its receive buffer, in flight
 ///   included); the rest waits in the state machine's queue until the peer's reads
-///   return window (a ``SimulatedSegment/window(_:)`` segment, which travels the link
+///   return window (a `SimulatedSegment/window(_:)` segment, which travels the link
 ///   too). So a peer that does not read pushes the writer back.
 /// - Reads are demand-driven: bytes are taken from the receive buffer only while
-///   reading, at most 64 KiB per ``ConnectionHandler/connectionDidRead(_:)``, handed over
+///   reading, at most 64 KiB per `ConnectionHandler/connectionDidRead(_:)`, handed over
 ///   at the end of the loop's turn, never inside the user's call.
-/// - ``close()`` sends the peer an end of stream after the bytes already sent;
-///   ``reset()`` sends a reset. Bytes that reach an end that ended are answered with a
+/// - `close()` sends the peer an end of stream after the bytes already sent;
+///   `reset()` sends a reset. Bytes that reach an end that ended are answered with a
 ///   reset, so a writer to a closed peer ends with `unavailable`/`reset`, as over TCP.
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (public
 /// methods hop there first; the network's thread runs every loop), except `registration`
 /// (under the network's lock) and `peer` (set once before either end is shared); the
-/// state machine's ``ConnectionRecord`` is what other threads read; the rest is
+/// state machine's `ConnectionRecord` is what other threads read; the rest is
 /// immutable or atomic.
 final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked Sendable {
     var backendName: String { SimulationTransport.backendName }
@@ -45,7 +45,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
     /// How many bytes may be sent and not yet read by the peer, as a kernel's socket
     /// buffers hold.
     static let window = 256 * 1024
-    /// How many bytes one ``ConnectionHandler/connectionDidRead(_:)`` hands over at most.
+    /// How many bytes one `ConnectionHandler/connectionDidRead(_:)` hands over at most.
     static let readSize = 64 * 1024
     /// How many reads one turn of the pump delivers before the loop's other work runs.
     static let readsPerTurn = 16

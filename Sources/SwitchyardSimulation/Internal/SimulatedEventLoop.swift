@@ -5,12 +5,12 @@ import SwitchyardBackendKit
 import Synchronization
 
 /// A loop of a simulated network: its work and its timers are events of the network's
-/// ``VirtualClock``, in virtual time: run by the network's one thread when the test
+/// `VirtualClock`, in virtual time: run by the network's one thread when the test
 /// drives the clock, or by a runner thread of its own when the network drives itself.
 ///
-/// It keeps the toolkit's loop contract as a thread-backed loop does: ``submit(_:)``
+/// It keeps the toolkit's loop contract as a thread-backed loop does: `submit(_:)`
 /// queues after what is queued and never runs inline, work deferred to the end of a turn
-/// runs after each event (``DeferringEventLoop``), ``inEventLoop`` is true only inside
+/// runs after each event (`DeferringEventLoop`), `inEventLoop` is true only inside
 /// this loop's own events, and once stopped it refuses work. It is a `TaskExecutor`
 /// too, so async code with it as executor preference runs in virtual time.
 ///
@@ -30,7 +30,7 @@ final class SimulatedEventLoop: DeferringEventLoop, @unchecked Sendable {
     let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     var runner: LoopThread?
     let runnerID = Atomic<UInt>(0)
-    /// Whether ``stopAndJoin()`` queued the loop's stop.
+    /// Whether `stopAndJoin()` queued the loop's stop.
     var stopQueued = false
 
     /// A loop of `clock`; with automatic driving, its runner starts, named `name`.

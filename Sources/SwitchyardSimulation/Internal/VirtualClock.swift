@@ -8,14 +8,14 @@ import Synchronization
 /// The one clock of a simulated network: every loop's work and every timer is an event
 /// ordered by (virtual time, sequence number), and time moves only as the driving says.
 ///
-/// - Ready work (an ``SimulatedEventLoop/execute(_:)``) is an event at the current time,
+/// - Ready work (an `SimulatedEventLoop/execute(_:)`) is an event at the current time,
 ///   after those already queued for it; a timer is an event at a later time.
 /// - **Manual** driving: one thread runs every loop's events, one at a time, in
 ///   (time, sequence) order, and nothing runs, ready work included, until the test
-///   drives: ``drive(to:)`` runs every event up to a time (or until none is left) and
+///   drives: `drive(to:)` runs every event up to a time (or until none is left) and
 ///   moves the clock there. Two events never race and, while nothing is driving, the
 ///   test's steps queue their work in the order they ran, so the same steps and the same
-///   seed replay the same log. A shutdown holds the clock open (``holdingOpen(_:)``) so
+///   seed replay the same log. A shutdown holds the clock open (`holdingOpen(_:)`) so
 ///   that its own hops to the loops run without moving time.
 /// - **Automatic** driving: each loop has a runner thread of its own (code written for
 ///   real loops may hold one loop while another works, and the conformance kit does), and
@@ -25,7 +25,7 @@ import Synchronization
 /// Everything here is behind one pthread mutex (ThreadSanitizer sees it): the events,
 /// the loops' ready queues, the generator and the log. Threads wait on condition
 /// variables of that mutex: the manual thread and each runner for work, callers of
-/// ``stop(_:)`` for the loop to stop.
+/// `stop(_:)` for the loop to stop.
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` (and each loop's `ready` queue) is
 /// touched only with `mutex` held; the current loop and the manual thread's identity are
@@ -62,7 +62,7 @@ final class VirtualClock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     /// The manual thread waits here for events, a drive or the end.
     private let workArrived = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// A caller of ``stop(_:)`` waits here for the loop's stop to run.
+    /// A caller of `stop(_:)` waits here for the loop's stop to run.
     private let loopStopped = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     /// Manual: every event. Automatic: the timers (events after now); ready work is in the
