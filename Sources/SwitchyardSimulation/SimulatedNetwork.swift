@@ -104,9 +104,12 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
     }
 
     private static let sharedNetwork = Result { () throws(TransportError) -> SimulatedNetwork in
-        let seed = getenv(seedVariable).flatMap { UInt64(String(cString: $0)) } ?? .random(in: .min ... .max)
-        return try SimulatedNetwork(seed: seed, driving: .automatic, recordsEvents: false)
+        try SimulatedNetwork(seed: sharedSeed, driving: .automatic, recordsEvents: false)
     }
+
+    /// The seed of ``shared``: ``seedVariable``'s value, else random; chosen once per
+    /// process, before the network is made (the backend's summary shows it).
+    static let sharedSeed: UInt64 = getenv(seedVariable).flatMap { UInt64(String(cString: $0)) } ?? .random(in: .min ... .max)
 
     public var description: String { "simulated network (seed \(seed), \(driving), at \(VirtualClock.format(now)) s)" }
 
@@ -115,7 +118,8 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
 
     /// What happened, one line per event, each stamped with its virtual time in
     /// seconds: connects and listens, every segment delivered or dropped, and faults.
-    /// The same seed and the same steps give the same lines (manual driving).
+    /// The same seed and the same steps give the same lines (manual driving), up to a
+    /// transport's shutdown, which ends its connections in no set order.
     public var eventLog: [String] { clock.eventLog }
 
     // MARK: links

@@ -59,7 +59,8 @@ public final class SimulationTransport: LifecycleTransport {
     /// ``SimulatedNetwork/shared`` (automatic driving), so they reach each other.
     public static let backend = TransportBackend(
         name: backendName,
-        summary: "a simulated network on a virtual clock, replayable from a seed, for tests (pairs only with itself)",
+        summary:
+            "a simulated network on a virtual clock, for tests (pairs only with itself); seed \(SimulatedNetwork.sharedSeed) (\(SimulatedNetwork.seedVariable)=\(SimulatedNetwork.sharedSeed) makes the same random choices)",
         usesSockets: false,
         make: { try SimulationTransport(network: SimulatedNetwork.shared, configuration: $0) })
 
