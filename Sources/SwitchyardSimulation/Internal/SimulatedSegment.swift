@@ -40,14 +40,15 @@ extension SimulatedNetwork {
         if link.jitter > .zero { delay += clock.random(upTo: link.jitter) }
         let arrival = max(clock.now + delay, sender.lastArrival)
         sender.lastArrival = arrival
-        // Weak: an event still queued when the network is released must not keep it.
-        receiver.loop.schedule(at: arrival) { [weak self] in
-            guard let self else { return }
-            if state.withLock({ $0.isBlackHoled(from.host, to.host) }) {
-                clock.record("drop \(from) > \(to) \(segment)")
+        // The network through the receiver, which holds it anyway; a loop's stop drops
+        // its events, and what they hold with them.
+        receiver.loop.schedule(at: arrival) {
+            let network = receiver.network
+            if network.state.withLock({ $0.isBlackHoled(from.host, to.host) }) {
+                network.clock.record("drop \(from) > \(to) \(segment)")
                 return
             }
-            clock.record("deliver \(from) > \(to) \(segment)")
+            network.clock.record("deliver \(from) > \(to) \(segment)")
             receiver.receive(segment)
         }
     }
