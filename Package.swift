@@ -33,6 +33,8 @@ let package = Package(
         .library(name: "SwitchyardBackendLoader", targets: ["SwitchyardBackendLoader"]),
         .library(name: "SwitchyardBSD", targets: ["SwitchyardBSD"]),
         .library(name: "SwitchyardMemory", targets: ["SwitchyardMemory"]),
+        // A deterministic simulated network on a virtual clock, replayable from a seed.
+        .library(name: "SwitchyardSimulation", targets: ["SwitchyardSimulation"]),
         .library(name: "SwitchyardUV", targets: ["SwitchyardUV"]),
         .library(name: "SwitchyardBackends", targets: ["SwitchyardBackends"]),
         .library(name: "SwitchyardConformance", targets: ["SwitchyardConformance"]),
@@ -186,6 +188,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "SwitchyardSimulation",
+            dependencies: [
+                "Switchyard", "SwitchyardBackendKit",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
         // The system libuv (Debian: libuv1-dev), through pkg-config.
         .systemLibrary(
             name: "CLibUV",
@@ -207,7 +218,7 @@ let package = Package(
         .target(
             name: "SwitchyardBackends",
             dependencies: [
-                "Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory",
+                "Switchyard", "SwitchyardBackendKit", "SwitchyardBSD", "SwitchyardMemory", "SwitchyardSimulation",
                 .target(name: "SwitchyardUV", condition: .when(traits: ["LibUV"])),
                 "SwitchyardBackendLoader",
             ],
@@ -556,6 +567,11 @@ let package = Package(
         .testTarget(
             name: "SwitchyardMemoryTests",
             dependencies: ["Switchyard", "SwitchyardMemory"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SwitchyardSimulationTests",
+            dependencies: ["Switchyard", "SwitchyardSimulation"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -4,6 +4,7 @@ import SwitchyardBackendKit
 import SwitchyardBSD
 import SwitchyardBackendLoader
 import SwitchyardMemory
+import SwitchyardSimulation
 #if LibUV
 import SwitchyardUV
 #endif
@@ -22,13 +23,14 @@ public enum Backends {
     /// The backend used when neither a name nor `SWITCHYARD_BACKEND` picks one.
     public static let defaultName = "bsd"
 
-    /// A registry with `bsd`, `memory` and, with the package trait `LibUV` (on by default),
-    /// `libuv` registered. Register your own backends here (or in a registry of your own) to
+    /// A registry with `bsd`, `memory`, `simulation` and, with the package trait `LibUV` (on
+    /// by default), `libuv` registered. Register your own backends here (or in a registry of your own) to
     /// make them selectable by name.
     public static let registry: BackendRegistry = {
         let registry = BackendRegistry()
         registry.register(BSDTransport.backend)
         registry.register(MemoryTransport.backend)
+        registry.register(SimulationTransport.backend)
         #if LibUV
         registry.register(UVTransport.backend)
         #endif

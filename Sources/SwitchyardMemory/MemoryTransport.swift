@@ -90,7 +90,7 @@ public final class MemoryTransport: LifecycleTransport {
         }
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let targets = try MemoryHost.resolve(endpoint.host).map(MemoryHost.connectTarget)
+        let targets = try InProcessHost.resolve(endpoint.host, backend: "in-memory").map(InProcessHost.connectTarget)
         let route = try MemoryNetwork.shared.route(to: targets, port: endpoint.port)
 
         let clientAddress = Endpoint(host: route.target, port: route.localPort)
@@ -131,7 +131,7 @@ public final class MemoryTransport: LifecycleTransport {
     private func listenNow(on endpoint: Endpoint) throws(TransportError) -> MemoryListener {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
-        let host = try MemoryHost.resolve(endpoint.host)[0]
+        let host = try InProcessHost.resolve(endpoint.host, backend: "in-memory")[0]
         let lifecycle = self.lifecycle
         let listener = try MemoryNetwork.shared.bind(host: host, port: endpoint.port) { port in
             MemoryListener(lifecycle: lifecycle, host: host, port: port)

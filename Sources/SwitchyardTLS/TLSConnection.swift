@@ -55,7 +55,7 @@ public import Switchyard
 ///   peer first. The wrapped connection's own errors pass through unchanged.
 /// - **After the loops stopped**, a call from another thread is answered on the caller's
 ///   thread, as `Connection` says, when the wrapped connection's loop is the toolkit's
-///   (bsd, libuv, memory, TLS over them). Over any other `TransportEventLoop` (a backend loaded
+///   (bsd, libuv, memory, simulation, TLS over them). Over any other `TransportEventLoop` (a backend loaded
 ///   from a library, for one), which cannot say it has stopped, such a call is dropped;
 ///   the connection had ended by then.
 public final class TLSConnection: Connection {

@@ -14,7 +14,7 @@ struct ArticleExampleTests {
     @Test("Choosing a backend: by name, and an unknown name is refused naming the registered ones", .timeLimit(.minutes(1)))
     func choosingByName() async throws {
         // doc-block begin
-        print(Backends.registry.names)                 // ["bsd", "libuv", "memory"]
+        print(Backends.registry.names)                 // ["bsd", "libuv", "memory", "simulation"]
         let transport = try Backends.makeTransport(named: "libuv", configuration: TransportConfiguration(eventLoopCount: 2))
         do {
             _ = try Backends.makeTransport(named: "carrier-pigeon")
@@ -24,7 +24,7 @@ struct ArticleExampleTests {
         }
         // doc-block end
         #expect(transport.name == "libuv")
-        #expect(Backends.registry.names == ["bsd", "libuv", "memory"])
+        #expect(Backends.registry.names == ["bsd", "libuv", "memory", "simulation"])
         await transport.shutdown(gracePeriod: .seconds(1))
         #expect(throws: TransportError.self) { try Backends.makeTransport(named: "carrier-pigeon") }
         do {

@@ -84,7 +84,7 @@ struct DocumentationBlockTests {
     /// under Sources/; this list only makes sure none of these went unread).
     static let catalogs = [
         "Switchyard", "SwitchyardCalls", "SwitchyardReachability", "SwitchyardBackendKit", "SwitchyardBackendLoader",
-        "SwitchyardConformance", "SwitchyardTLS", "SwitchyardTransfer",
+        "SwitchyardConformance", "SwitchyardTLS", "SwitchyardTransfer", "SwitchyardSimulation",
     ]
 
     /// The outside backends' packages, whose code "Writing a backend" shows: the guide's

@@ -128,7 +128,7 @@ struct ToolBadInputTests {
 
     static let conformanceCases: [Case] = [
         Case(arguments: ["--pair", "bsd"], mentions: ["--pair 'bsd'", "CLIENT:SERVER"]),
-        Case(arguments: ["--pair", "bsd:nosuch"], mentions: ["--pair", "'nosuch'", "bsd, libuv, memory"]),
+        Case(arguments: ["--pair", "bsd:nosuch"], mentions: ["--pair", "'nosuch'", "bsd, libuv, memory, simulation"]),
         Case(arguments: ["--scenario", "999"], mentions: ["--scenario 999", "no scenario 999"]),
         Case(arguments: ["--scenario", "-3"], mentions: ["--scenario -3", "no scenario -3"]),
         Case(arguments: ["--scenario", "5-3"], mentions: ["--scenario 5-3", "not a range"]),

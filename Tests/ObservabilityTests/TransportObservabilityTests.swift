@@ -62,7 +62,7 @@ struct TransportObservabilityTests {
         #expect(connected.metadata["switchyard.connection_id"] == warning.metadata["switchyard.connection_id"])
     }
 
-    @Test("A plain echo run logs nothing at info or above, and counts its opens, closes and bytes", arguments: ["bsd", "libuv", "memory"])
+    @Test("A plain echo run logs nothing at info or above, and counts its opens, closes and bytes", arguments: ["bsd", "libuv", "memory", "simulation"])
     func plainEchoIsQuiet(backend: String) async throws {
         let metrics = TestMetrics()
         let (transport, log) = try Self.make(backend, metrics: metrics)

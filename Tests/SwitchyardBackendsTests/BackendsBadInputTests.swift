@@ -8,7 +8,7 @@ import Testing
 /// value, at once, never a trap and never a name lookup.
 @Suite("Bad input at the backends", .timeLimit(.minutes(1)))
 struct BackendsBadInputTests {
-    static let shipped = ["bsd", "libuv", "memory"]
+    static let shipped = ["bsd", "libuv", "memory", "simulation"]
 
     static func transport(_ name: String, stallTimeout: Duration? = nil) throws -> any Transport {
         let configuration = TransportConfiguration(eventLoopCount: 1, stallTimeout: stallTimeout)

@@ -17,7 +17,7 @@ struct ChurnTests {
     static let waves = 4
     static let concurrency = 50
 
-    @Test("2,000 connections in 4 waves: after each wave the descriptors (and libuv handles) are back at the baseline", arguments: ["bsd", "libuv", "memory"])
+    @Test("2,000 connections in 4 waves: after each wave the descriptors (and libuv handles) are back at the baseline", arguments: ["bsd", "libuv", "memory", "simulation"])
     func churn(backend: String) async throws {
         let server = try Backends.makeTransport(named: backend, configuration: TransportConfiguration(eventLoopCount: 2))
         let client = try Backends.makeTransport(named: backend, configuration: TransportConfiguration(eventLoopCount: 2))

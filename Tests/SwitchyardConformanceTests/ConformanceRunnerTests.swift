@@ -51,11 +51,11 @@ struct ConformanceRunnerTests {
         let unknown = #expect(throws: ConformanceSelectionError.self) {
             try ConformanceRunner(registry: Backends.registry, backends: ["memory", "nope"])
         }
-        #expect(unknown?.message == "--backend: unknown backend 'nope'; registered backends: bsd, libuv, memory")
+        #expect(unknown?.message == "--backend: unknown backend 'nope'; registered backends: bsd, libuv, memory, simulation")
         let unknownInPair = #expect(throws: ConformanceSelectionError.self) {
             try ConformanceRunner(registry: Backends.registry, pairs: ["bsd:nope"])
         }
-        #expect(unknownInPair?.message.contains("unknown backend 'nope'; registered backends: bsd, libuv, memory") == true)
+        #expect(unknownInPair?.message.contains("unknown backend 'nope'; registered backends: bsd, libuv, memory, simulation") == true)
         for malformed in ["bsd", "bsd:", ":bsd", "bsd:libuv:memory"] {
             let error = #expect(throws: ConformanceSelectionError.self) {
                 try ConformanceRunner(registry: Backends.registry, pairs: [malformed])
@@ -186,7 +186,7 @@ struct ConformanceRunnerTests {
     func toolRejectsUnknownBackend() async throws {
         let result = try await Tool.run(["--backend", "nope", "--scenario", "1"])
         #expect(result.status == 2)
-        #expect(result.standardError == "switchyard-conformance: error: --backend: unknown backend 'nope'; registered backends: bsd, libuv, memory\n")
+        #expect(result.standardError == "switchyard-conformance: error: --backend: unknown backend 'nope'; registered backends: bsd, libuv, memory, simulation\n")
         #expect(result.standardOutput.isEmpty)
         let bogus = try await Tool.run(["--bogus"])
         #expect(bogus.status == 2)

@@ -1,7 +1,7 @@
 // churn: opens, echoes and closes many connections in waves on each backend, and prints
 // after each wave what the process holds: open descriptors, libuv handles, resident memory.
 //
-//     churn [--backends bsd,libuv,memory] [--connections 10000] [--waves 10]
+//     churn [--backends bsd,libuv,memory,simulation] [--connections 10000] [--waves 10]
 //           [--concurrency 100] [--size 64] [--no-header]
 //
 // Per backend: a server transport and a client transport of that backend, two event loops
@@ -33,7 +33,7 @@ import SwitchyardUV
 import Synchronization
 
 struct Settings {
-    var backends = ["bsd", "libuv", "memory"]
+    var backends = ["bsd", "libuv", "memory", "simulation"]
     var connections = 10_000
     var waves = 10
     var concurrency = 100
@@ -68,7 +68,7 @@ struct Settings {
             case "--size": settings.size = number("--size", 1...(1 << 20))
             case "--no-header": settings.header = false
             case "-h", "--help":
-                print("usage: churn [--backends bsd,libuv,memory] [--connections N] [--waves W] [--concurrency C] [--size BYTES] [--no-header]")
+                print("usage: churn [--backends bsd,libuv,memory,simulation] [--connections N] [--waves W] [--concurrency C] [--size BYTES] [--no-header]")
                 exit(0)
             default:
                 fail("unknown argument '\(arguments[index])' (see --help)")

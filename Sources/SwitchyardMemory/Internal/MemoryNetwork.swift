@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardBackendKit
 import Synchronization
 
 /// The process-wide "network" every ``MemoryTransport`` shares: which listener is bound
@@ -35,7 +36,7 @@ final class MemoryNetwork: Sendable {
         var nextEphemeralPort = MemoryNetwork.ephemeralPorts.lowerBound
 
         func isTaken(host: String, port: Int) -> Bool {
-            taken[port]?.contains { MemoryHost.overlaps($0, host) } ?? false
+            taken[port]?.contains { InProcessHost.overlaps($0, host) } ?? false
         }
 
         mutating func take(host: String, port: Int) {
@@ -118,9 +119,9 @@ final class MemoryNetwork: Sendable {
         let result: Result<Route, TransportError> = state.withLock { state in
             for target in targets {
                 var found: MemoryListener?
-                for bound in [target, MemoryHost.ipv4Wildcard, MemoryHost.ipv6Wildcard] {
+                for bound in [target, InProcessHost.ipv4Wildcard, InProcessHost.ipv6Wildcard] {
                     if let listener = state.listeners[Binding(host: bound, port: port)],
-                       MemoryHost.covers(bound, target) {
+                       InProcessHost.covers(bound, target) {
                         found = listener
                         break
                     }

@@ -26,6 +26,7 @@ let package = Package(
                 .product(name: "SwitchyardBackendLoader", package: "switchyard"),
                 .product(name: "SwitchyardBSD", package: "switchyard"),
                 .product(name: "SwitchyardMemory", package: "switchyard"),
+                .product(name: "SwitchyardSimulation", package: "switchyard"),
                 .product(name: "SwitchyardUV", package: "switchyard"),
                 .product(name: "SwitchyardBackends", package: "switchyard"),
                 .product(name: "SwitchyardConformance", package: "switchyard"),

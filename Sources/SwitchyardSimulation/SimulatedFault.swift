@@ -1,0 +1,49 @@
+/// A fault a simulated network applies at a virtual time: ``SimulatedNetwork/inject(_:)``
+/// applies it now, ``SimulatedNetwork/schedule(_:at:)`` at a time of the clock.
+///
+/// Each mirrors a fault of a real network (docs: TESTING.md's table of faults):
+/// - `blackHole(host:)`: every segment to or from the host vanishes, in flight too,
+///   with no error: a reader waits, a writer stops completing once its window is full.
+///   `liftBlackHole(host:)` ends it; what vanished stays lost.
+/// - `resetConnections(host:)`: every open connection with an end on the host ends
+///   with `unavailable`/`reset` there, and its peer hears a reset after the link's
+///   latency.
+/// - `stopReading(host:)`: the host's connections take nothing more from their
+///   receive buffers, even while their users read, so writers to it stop after a
+///   window's worth (flow control, not an error). `resumeReading(host:)` ends it.
+public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Hashable {
+        case blackHole, liftBlackHole, resetConnections, stopReading, resumeReading
+    }
+
+    let kind: Kind
+    /// The host (an IP address) the fault applies to.
+    public let host: String
+
+    /// Every segment to or from `host` vanishes from now on, with no error.
+    public static func blackHole(host: String) -> SimulatedFault { SimulatedFault(kind: .blackHole, host: host) }
+
+    /// Segments to and from `host` travel again.
+    public static func liftBlackHole(host: String) -> SimulatedFault { SimulatedFault(kind: .liftBlackHole, host: host) }
+
+    /// Every open connection with an end on `host` is reset.
+    public static func resetConnections(host: String) -> SimulatedFault {
+        SimulatedFault(kind: .resetConnections, host: host)
+    }
+
+    /// The connections on `host` stop taking bytes from their receive buffers.
+    public static func stopReading(host: String) -> SimulatedFault { SimulatedFault(kind: .stopReading, host: host) }
+
+    /// The connections on `host` take bytes from their receive buffers again.
+    public static func resumeReading(host: String) -> SimulatedFault { SimulatedFault(kind: .resumeReading, host: host) }
+
+    public var description: String {
+        switch kind {
+        case .blackHole: "black hole \(host)"
+        case .liftBlackHole: "lift black hole \(host)"
+        case .resetConnections: "reset connections \(host)"
+        case .stopReading: "stop reading \(host)"
+        case .resumeReading: "resume reading \(host)"
+        }
+    }
+}

@@ -1,0 +1,43 @@
+extension SimulatedNetwork {
+    /// Applies `fault` now: at the current virtual time, after the events already due
+    /// (with manual driving, when the test next drives the clock).
+    public func inject(_ fault: SimulatedFault) {
+        schedule(fault, at: now)
+    }
+
+    /// Applies `fault` at virtual time `time` (since the network was made; now if that
+    /// has passed), after the events already queued for that time.
+    public func schedule(_ fault: SimulatedFault, at time: Duration) {
+        let fault = SimulatedFault(kind: fault.kind, host: Self.canonical(fault.host))
+        clock.enqueue({ [weak self] in self?.apply(fault) }, on: controlLoop, at: time)
+    }
+
+    /// Applies `fault`, on the network's thread.
+    private func apply(_ fault: SimulatedFault) {
+        clock.record("fault \(fault)")
+        let host = fault.host
+        switch fault.kind {
+        case .blackHole:
+            state.withLock { _ = $0.blackHoles.insert(host) }
+        case .liftBlackHole:
+            state.withLock { _ = $0.blackHoles.remove(host) }
+        case .stopReading:
+            state.withLock { _ = $0.notReading.insert(host) }
+        case .resumeReading:
+            let ends = state.withLock { state in
+                state.notReading.remove(host)
+                return state.ends(on: host)
+            }
+            for end in ends { _ = end.loop.submit { end.readingResumed() } }
+        case .resetConnections:
+            for end in state.withLock({ $0.ends(on: host) }) {
+                _ = end.loop.submit { end.resetByNetwork(fault) }
+            }
+        }
+    }
+
+    /// Whether the connections on `host` are kept from reading (``SimulatedFault/stopReading(host:)``).
+    func isNotReading(_ host: String) -> Bool {
+        state.withLock { !$0.notReading.isEmpty && $0.notReading.contains(host) }
+    }
+}
