@@ -170,10 +170,7 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
 /// faults in force, and the open connection ends (for faults that end them).
 struct SimulatedNetworkState {
     var listeners: [SimulatedBinding: SimulationListener] = [:]
-    /// Port to the hosts that hold it (listeners and connections' local ends).
-    var taken: [Int: [String]] = [:]
-    var nextListenPort = SimulatedNetworkState.listenPorts.lowerBound
-    var nextEphemeralPort = SimulatedNetworkState.ephemeralPorts.lowerBound
+    var ports = InProcessPorts()
 
     var defaultLink: SimulatedLink
     var links: [String: SimulatedLink] = [:]
@@ -184,9 +181,6 @@ struct SimulatedNetworkState {
     /// order, so a replay acts in the same one).
     var ends: [Int: SimulatedConnection] = [:]
     var nextEnd = 0
-
-    static let listenPorts = 49152...65535
-    static let ephemeralPorts = 32768...65535
 
     init(defaultLink: SimulatedLink) {
         self.defaultLink = defaultLink

@@ -25,42 +25,9 @@ final class MemoryNetwork: Sendable {
         var port: Int
     }
 
-    static let listenPorts = 49152...65535
-    static let ephemeralPorts = 32768...65535
-
     private struct State {
         var listeners: [Binding: MemoryListener] = [:]
-        /// Port to the hosts that hold it (listeners and connections' local ends).
-        var taken: [Int: [String]] = [:]
-        var nextListenPort = MemoryNetwork.listenPorts.lowerBound
-        var nextEphemeralPort = MemoryNetwork.ephemeralPorts.lowerBound
-
-        func isTaken(host: String, port: Int) -> Bool {
-            taken[port]?.contains { InProcessHost.overlaps($0, host) } ?? false
-        }
-
-        mutating func take(host: String, port: Int) {
-            taken[port, default: []].append(host)
-        }
-
-        /// The next free port for `host`, from the listener range or the ephemeral range,
-        /// starting after the last one that range gave.
-        mutating func allocate(host: String, ephemeral: Bool) -> Int? {
-            let range = ephemeral ? MemoryNetwork.ephemeralPorts : MemoryNetwork.listenPorts
-            var cursor = ephemeral ? nextEphemeralPort : nextListenPort
-            defer {
-                if ephemeral { nextEphemeralPort = cursor } else { nextListenPort = cursor }
-            }
-            for _ in 0..<range.count {
-                let port = cursor
-                cursor = cursor == range.upperBound ? range.lowerBound : cursor + 1
-                if !isTaken(host: host, port: port) {
-                    take(host: host, port: port)
-                    return port
-                }
-            }
-            return nil
-        }
+        var ports = InProcessPorts()
     }
     private let state = Mutex(State())
 
@@ -73,19 +40,19 @@ final class MemoryNetwork: Sendable {
         let result: Result<MemoryListener, TransportError> = state.withLock { state in
             var chosen = port
             if port == 0 {
-                guard let free = state.allocate(host: host, ephemeral: false) else {
+                guard let free = state.ports.allocate(host: host, ephemeral: false) else {
                     return .failure(TransportError(
                         code: .resourceExhausted, reason: .resourceLimit,
-                        message: "no free in-memory port on \(host) in \(Self.listenPorts)"))
+                        message: "no free in-memory port on \(host) in \(InProcessPorts.listenPorts)"))
                 }
                 chosen = free
             } else {
-                if state.isTaken(host: host, port: port) {
+                if state.ports.isTaken(host: host, port: port) {
                     return .failure(TransportError(
                         code: .unavailable, reason: .addressInUse,
                         message: "\(Endpoint(host: host, port: port)) is already in use in memory"))
                 }
-                state.take(host: host, port: port)
+                state.ports.take(host: host, port: port)
             }
             let listener = make(chosen)
             state.listeners[Binding(host: host, port: chosen)] = listener
@@ -127,7 +94,7 @@ final class MemoryNetwork: Sendable {
                     }
                 }
                 guard let listener = found else { continue }
-                guard let local = state.allocate(host: target, ephemeral: true) else {
+                guard let local = state.ports.allocate(host: target, ephemeral: true) else {
                     return .failure(TransportError(
                         code: .resourceExhausted, reason: .resourceLimit,
                         message: "no free in-memory ephemeral port on \(target)"))
@@ -147,8 +114,6 @@ final class MemoryNetwork: Sendable {
     }
 
     private static func free(_ binding: Binding, in state: inout State) {
-        guard var hosts = state.taken[binding.port], let index = hosts.firstIndex(of: binding.host) else { return }
-        hosts.remove(at: index)
-        state.taken[binding.port] = hosts.isEmpty ? nil : hosts
+        state.ports.free(host: binding.host, port: binding.port)
     }
 }

@@ -27,19 +27,19 @@ extension SimulatedNetwork {
         let result: Result<SimulationListener, TransportError> = state.withLock { state in
             var chosen = port
             if port == 0 {
-                guard let free = state.allocate(host: host, ephemeral: false) else {
+                guard let free = state.ports.allocate(host: host, ephemeral: false) else {
                     return .failure(TransportError(
                         code: .resourceExhausted, reason: .resourceLimit,
-                        message: "no free simulated port on \(host) in \(SimulatedNetworkState.listenPorts)"))
+                        message: "no free simulated port on \(host) in \(InProcessPorts.listenPorts)"))
                 }
                 chosen = free
             } else {
-                if state.isTaken(host: host, port: port) {
+                if state.ports.isTaken(host: host, port: port) {
                     return .failure(TransportError(
                         code: .unavailable, reason: .addressInUse,
                         message: "\(Endpoint(host: host, port: port)) is already in use in the simulated network"))
                 }
-                state.take(host: host, port: port)
+                state.ports.take(host: host, port: port)
             }
             let listener = make(chosen)
             state.listeners[SimulatedBinding(host: host, port: chosen)] = listener
@@ -55,7 +55,7 @@ extension SimulatedNetwork {
         state.withLock { state in
             guard state.listeners[listener.binding] === listener else { return }
             state.listeners[listener.binding] = nil
-            state.free(listener.binding)
+            state.ports.free(host: listener.binding.host, port: listener.binding.port)
         }
     }
 
@@ -77,7 +77,7 @@ extension SimulatedNetwork {
                 }
                 guard let listener = found else { continue }
                 let localHost = clientHost ?? target
-                guard let local = state.allocate(host: localHost, ephemeral: true) else {
+                guard let local = state.ports.allocate(host: localHost, ephemeral: true) else {
                     return .failure(TransportError(
                         code: .resourceExhausted, reason: .resourceLimit,
                         message: "no free simulated ephemeral port on \(localHost)"))
@@ -94,7 +94,7 @@ extension SimulatedNetwork {
 
     /// Frees a port a connection's client end held.
     func release(_ binding: SimulatedBinding) {
-        state.withLock { $0.free(binding) }
+        state.withLock { $0.ports.free(host: binding.host, port: binding.port) }
     }
 
     /// Adds an open connection end (for the faults that act on a host's connections).
@@ -112,40 +112,5 @@ extension SimulatedNetwork {
             guard let registration = end.registration else { return }
             state.ends[registration] = nil
         }
-    }
-}
-
-extension SimulatedNetworkState {
-    func isTaken(host: String, port: Int) -> Bool {
-        taken[port]?.contains { InProcessHost.overlaps($0, host) } ?? false
-    }
-
-    mutating func take(host: String, port: Int) {
-        taken[port, default: []].append(host)
-    }
-
-    /// The next free port for `host`, from the listener range or the ephemeral range,
-    /// starting after the last one that range gave.
-    mutating func allocate(host: String, ephemeral: Bool) -> Int? {
-        let range = ephemeral ? Self.ephemeralPorts : Self.listenPorts
-        var cursor = ephemeral ? nextEphemeralPort : nextListenPort
-        defer {
-            if ephemeral { nextEphemeralPort = cursor } else { nextListenPort = cursor }
-        }
-        for _ in 0..<range.count {
-            let port = cursor
-            cursor = cursor == range.upperBound ? range.lowerBound : cursor + 1
-            if !isTaken(host: host, port: port) {
-                take(host: host, port: port)
-                return port
-            }
-        }
-        return nil
-    }
-
-    mutating func free(_ binding: SimulatedBinding) {
-        guard var hosts = taken[binding.port], let index = hosts.firstIndex(of: binding.host) else { return }
-        hosts.remove(at: index)
-        taken[binding.port] = hosts.isEmpty ? nil : hosts
     }
 }
