@@ -1,3 +1,5 @@
+package import Switchyard
+
 /// The ports of a network that lives in the process (the in-memory and the simulated
 /// ones): which hosts hold each port, and where the next search for a free one starts.
 ///
@@ -47,6 +49,29 @@ package struct InProcessPorts: Sendable {
             }
         }
         return nil
+    }
+
+    /// Holds a listener's port on `host`: `port`, or with 0 the next free one of
+    /// ``listenPorts``; returns the port held. `network` names the network in the errors
+    /// ("in-memory" gives "no free in-memory port ..." and "... already in use in memory").
+    /// - Throws: `unavailable`/`address in use` for a port held on an overlapping
+    ///   address, `resourceExhausted`/`resource limit` when no port is free.
+    package mutating func holdListener(host: String, port: Int, network: (adjective: String, place: String)) throws(TransportError) -> Int {
+        if port == 0 {
+            guard let free = allocate(host: host, ephemeral: false) else {
+                throw TransportError(
+                    code: .resourceExhausted, reason: .resourceLimit,
+                    message: "no free \(network.adjective) port on \(host) in \(Self.listenPorts)")
+            }
+            return free
+        }
+        if isTaken(host: host, port: port) {
+            throw TransportError(
+                code: .unavailable, reason: .addressInUse,
+                message: "\(Endpoint(host: host, port: port)) is already in use \(network.place)")
+        }
+        take(host: host, port: port)
+        return port
     }
 
     /// Lets go of `port` on `host`.

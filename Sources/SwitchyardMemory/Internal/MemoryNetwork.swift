@@ -38,21 +38,11 @@ final class MemoryNetwork: Sendable {
     ///   when no port is free.
     func bind(host: String, port: Int, make: (Int) -> MemoryListener) throws(TransportError) -> MemoryListener {
         let result: Result<MemoryListener, TransportError> = state.withLock { state in
-            var chosen = port
-            if port == 0 {
-                guard let free = state.ports.allocate(host: host, ephemeral: false) else {
-                    return .failure(TransportError(
-                        code: .resourceExhausted, reason: .resourceLimit,
-                        message: "no free in-memory port on \(host) in \(InProcessPorts.listenPorts)"))
-                }
-                chosen = free
-            } else {
-                if state.ports.isTaken(host: host, port: port) {
-                    return .failure(TransportError(
-                        code: .unavailable, reason: .addressInUse,
-                        message: "\(Endpoint(host: host, port: port)) is already in use in memory"))
-                }
-                state.ports.take(host: host, port: port)
+            let chosen: Int
+            do throws(TransportError) {
+                chosen = try state.ports.holdListener(host: host, port: port, network: ("in-memory", "in memory"))
+            } catch {
+                return .failure(error)
             }
             let listener = make(chosen)
             state.listeners[Binding(host: host, port: chosen)] = listener

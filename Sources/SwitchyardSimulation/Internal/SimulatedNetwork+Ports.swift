@@ -25,21 +25,11 @@ extension SimulatedNetwork {
     ///   when no port is free.
     func bind(host: String, port: Int, make: (Int) -> SimulationListener) throws(TransportError) -> SimulationListener {
         let result: Result<SimulationListener, TransportError> = state.withLock { state in
-            var chosen = port
-            if port == 0 {
-                guard let free = state.ports.allocate(host: host, ephemeral: false) else {
-                    return .failure(TransportError(
-                        code: .resourceExhausted, reason: .resourceLimit,
-                        message: "no free simulated port on \(host) in \(InProcessPorts.listenPorts)"))
-                }
-                chosen = free
-            } else {
-                if state.ports.isTaken(host: host, port: port) {
-                    return .failure(TransportError(
-                        code: .unavailable, reason: .addressInUse,
-                        message: "\(Endpoint(host: host, port: port)) is already in use in the simulated network"))
-                }
-                state.ports.take(host: host, port: port)
+            let chosen: Int
+            do throws(TransportError) {
+                chosen = try state.ports.holdListener(host: host, port: port, network: ("simulated", "in the simulated network"))
+            } catch {
+                return .failure(error)
             }
             let listener = make(chosen)
             state.listeners[SimulatedBinding(host: host, port: chosen)] = listener
