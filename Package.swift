@@ -571,7 +571,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchyardSimulationTests",
-            dependencies: ["Switchyard", "SwitchyardSimulation"],
+            dependencies: ["Switchyard", "SwitchyardCalls", "SwitchyardSimulation"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -53,6 +53,11 @@ public protocol Transport: AnyObject, Sendable {
 
     /// Closes every listener and connection now and stops the event loops.
     func shutdownNow() async
+
+    /// The time, chance and executor of the code above the transport (``TransportClock``):
+    /// by default the system's; a simulated network's transports have its virtual clock.
+    /// A transport that wraps another has the wrapped one's.
+    var clock: any TransportClock { get }
 }
 
 extension Transport {

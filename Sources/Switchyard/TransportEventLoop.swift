@@ -13,6 +13,10 @@ public protocol TransportEventLoop: AnyObject, Sendable, TaskExecutor {
     /// Runs `work` on the loop, after the work already queued. Never runs it inline,
     /// even when called on the loop. Work handed to a loop that has stopped is dropped.
     func execute(_ work: @escaping @Sendable () -> Void)
+
+    /// The clock of the code that runs on the loop (``TransportClock``): by default the
+    /// system's; a simulated network's loops have its virtual clock.
+    var clock: any TransportClock { get }
 }
 
 extension TransportEventLoop {

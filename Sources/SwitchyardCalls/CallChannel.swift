@@ -128,7 +128,7 @@ public final class CallChannel: Sendable {
             // connection before this call could take it.
             pathFollower?.apply(path)
         }
-        let deadline = options.timeout.map { CallDeadline(timeout: $0) }
+        let deadline = options.timeout.map { CallDeadline(timeout: $0, clock: transport.clock) }
         // The request's fields, checked before any connect: gRPC's rules for the path
         // and metadata (printable ASCII; binary values in `-bin` keys).
         var head = slot.requestHead

@@ -19,6 +19,8 @@ import Switchyard
 final class CallDeadline: Sendable {
     let instant: ContinuousClock.Instant
     let timeout: Duration
+    /// The clock the deadline is on: the transport's.
+    let clock: any TransportClock
     private let timer = Mutex<Timer>(.unarmed)
 
     private enum Timer {
@@ -27,10 +29,11 @@ final class CallDeadline: Sendable {
         case disarmed
     }
 
-    /// A deadline `timeout` from now.
-    init(timeout: Duration) {
+    /// A deadline `timeout` from now on `clock`.
+    init(timeout: Duration, clock: any TransportClock) {
         self.timeout = timeout
-        self.instant = ContinuousClock.now + timeout
+        self.clock = clock
+        self.instant = clock.now + timeout
     }
 
     /// The error a call past its deadline ends with.
@@ -41,11 +44,11 @@ final class CallDeadline: Sendable {
     /// How long a connect may take within the deadline: the rest of it, or `limit` if
     /// that is sooner.
     func connectTimeout(within limit: Duration) -> Duration {
-        min(limit, max(.zero, instant - ContinuousClock.now))
+        min(limit, max(.zero, instant - clock.now))
     }
 
     /// Whether the deadline has passed.
-    var hasPassed: Bool { ContinuousClock.now >= instant }
+    var hasPassed: Bool { clock.now >= instant }
 
     /// Ends `call` with ``error`` when the deadline passes, unless ``disarm()`` came first:
     /// a client's call with `Call.terminate(with:)`, a server's with `Call.expire(with:)`.
@@ -53,9 +56,9 @@ final class CallDeadline: Sendable {
         timer.withLock { timer in
             guard case .unarmed = timer else { return }
             let error = self.error
-            let task = Task(executorPreference: call.eventLoop) { [instant] in
+            let task = Task(executorPreference: call.eventLoop) { [instant, clock] in
                 do {
-                    try await Task.sleep(until: instant, clock: .continuous)
+                    try await clock.sleep(until: instant)
                 } catch {
                     return
                 }

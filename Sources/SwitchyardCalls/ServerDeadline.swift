@@ -25,9 +25,9 @@ import Switchyard
 extension CallDeadline {
     /// The deadline of a request that carried `timeout`, counted from now (its headers
     /// arrived); nil for a request without one.
-    convenience init?(server timeout: GRPCTimeout?) {
+    convenience init?(server timeout: GRPCTimeout?, clock: any TransportClock) {
         guard let timeout else { return nil }
-        self.init(timeout: timeout.duration)
+        self.init(timeout: timeout.duration, clock: clock)
     }
 }
 

@@ -109,17 +109,23 @@ package final class H2Connection: @unchecked Sendable {
 
     /// When bytes were last read from the peer (at start: when the connection was made).
     /// Keepalive reads it when its timer fires, so a read costs no timer work.
-    package private(set) var lastReadAt: ContinuousClock.Instant = .now
+    package private(set) var lastReadAt: ContinuousClock.Instant
     /// HEADERS and DATA frames written so far: a server's keepalive enforcement forgives a
     /// client's pings once it sent either since (gRPC's ping strikes).
     package private(set) var headersOrDataFramesSent: UInt64 = 0
     /// Since when no stream has been open (nil while one is): a server's maximum idle
     /// time counts from it.
-    package private(set) var idleSince: ContinuousClock.Instant? = .now
+    package private(set) var idleSince: ContinuousClock.Instant?
+    /// The connection's loop's clock (the system's, or a simulated network's).
+    package let clock: any TransportClock
 
     package init(connection: any Connection, role: H2Role, configuration: H2Configuration, writeHighWater: Int = 1 << 20) {
         self.connection = connection
         self.role = role
+        let clock = connection.eventLoop.clock
+        self.clock = clock
+        lastReadAt = clock.now
+        idleSince = lastReadAt
         self.writeHighWater = writeHighWater
         self.machine = H2ConnectionStateMachine(role: role, configuration: configuration)
         self.decoder = H2FrameDecoder(
@@ -230,7 +236,7 @@ package final class H2Connection: @unchecked Sendable {
     /// GOAWAY, gracefully: streams open go on, new ones are refused; the connection
     /// closes once none is left.
     package func beginGracefulShutdown() {
-        machine.beginGracefulShutdown(now: .now)
+        machine.beginGracefulShutdown(now: clock.now)
         flush()
     }
 
@@ -280,7 +286,7 @@ package final class H2Connection: @unchecked Sendable {
         // end (or once the deliveries it scheduled ran).
         writeHolds += 1
         decoder.append(bytes)
-        let now = ContinuousClock.now
+        let now = clock.now
         lastReadAt = now
         while !closing {
             let frame: H2Frame
@@ -389,7 +395,7 @@ package final class H2Connection: @unchecked Sendable {
         }
         outbound.removeAll(keepingCapacity: true)
         if machine.openStreamCount == 0 {
-            if idleSince == nil { idleSince = .now }
+            if idleSince == nil { idleSince = clock.now }
         } else {
             idleSince = nil
         }

@@ -36,6 +36,15 @@ extension SimulatedNetwork {
         }
     }
 
+    /// A monitor's path changed: the addresses it `lost` go dark, those it `gained`
+    /// travel again. On the network's loop.
+    func pathChanged(lost: Set<String>, gained: Set<String>) {
+        state.withLock { state in
+            state.offPath.subtract(gained)
+            state.offPath.formUnion(lost)
+        }
+    }
+
     /// Whether the connections on `host` are kept from reading (``SimulatedFault/stopReading(host:)``).
     func isNotReading(_ host: String) -> Bool {
         state.withLock { !$0.notReading.isEmpty && $0.notReading.contains(host) }

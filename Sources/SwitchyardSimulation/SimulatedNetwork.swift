@@ -116,6 +116,18 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
     /// The virtual time since the network was made.
     public var now: Duration { clock.now }
 
+    /// The clock its transports and their loops hand to the code above them (channels,
+    /// call servers, TLS: `TransportClock`).
+    ///
+    /// - Driven by hand, the network's own: that code reads the virtual time, sleeps in
+    ///   it (a deadline, a keepalive, a backoff passes as the clock moves), draws its
+    ///   jitter from the seed, and starts its tasks on the network's thread, so a run
+    ///   (``run(_:)``) replays from its seed.
+    /// - Driving itself, the system's: code outside the network (the conformance kit's
+    ///   raw peers and its stopwatch) runs in real time beside it, and a clock that jumps
+    ///   whenever the network is idle would pass its deadlines early.
+    public var transportClock: any TransportClock { controlLoop.clock }
+
     /// What happened, one line per event, each stamped with its virtual time in
     /// seconds: connects and listens, every segment delivered or dropped, and faults.
     /// The same seed and the same steps give the same lines (manual driving), up to a
@@ -158,6 +170,37 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
         await clock.drive(to: .time(max(time, clock.now)))
     }
 
+    /// Runs `body` on the network's own loop and drives the clock until it returns:
+    /// every event in order, the clock moving to the next one whenever nothing is due now,
+    /// then returns what `body` returned (or throws what it threw).
+    ///
+    /// The way to run code that awaits (a `CallChannel`'s calls, a `CallServer`, a
+    /// `Lifecycle`) in virtual time: `body`'s task and the tasks it starts as children,
+    /// the transports' loops, and the tasks the code above them starts on their
+    /// `TransportClock` all run on the network's one thread, so a manually driven network
+    /// replays the same run, event log and all, from the same seed. A task of the body's
+    /// own that it starts unstructured (`Task {}`) runs elsewhere and breaks that; start it
+    /// with `Task(executorPreference: transport.clock.taskExecutor)`. A network that drives
+    /// itself just runs `body` on its loop.
+    ///
+    /// The clock jumps ahead while `body` waits for nothing but time, so a body that waits
+    /// on a keepalive or a deadline returns at once in wall-clock time; one that waits for
+    /// something the network never does waits for ever, as it would on a real network.
+    public func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let task: Task<Result, any Error>
+        guard driving == .manual else {
+            task = Task(executorPreference: controlLoop) { try await body() }
+            return try await task.value
+        }
+        let run = VirtualClock.Run()
+        task = Task(executorPreference: controlLoop) { [clock] in
+            defer { clock.finish(run) }
+            return try await body()
+        }
+        await clock.drive(to: .untilDone(run))
+        return try await task.value
+    }
+
     /// Runs every event, moving the clock to each in turn, until none is left (the clock
     /// then stands at the last one). Manual driving only.
     public func runUntilIdle() async {
@@ -175,6 +218,9 @@ struct SimulatedNetworkState {
     var defaultLink: SimulatedLink
     var links: [String: SimulatedLink] = [:]
     var blackHoles: Set<String> = []
+    /// Addresses a `SimulatedConnectivityMonitor`'s path lost: black holes too, until a
+    /// path has them again.
+    var offPath: Set<String> = []
     var notReading: Set<String> = []
 
     /// Open connection ends by the order they opened in (faults act on them in that
@@ -195,7 +241,8 @@ struct SimulatedNetworkState {
     }
 
     func isBlackHoled(_ a: String, _ b: String) -> Bool {
-        !blackHoles.isEmpty && (blackHoles.contains(a) || blackHoles.contains(b))
+        (!blackHoles.isEmpty && (blackHoles.contains(a) || blackHoles.contains(b)))
+            || (!offPath.isEmpty && (offPath.contains(a) || offPath.contains(b)))
     }
 
     /// The open ends whose local address is on `host`, in the order they opened.

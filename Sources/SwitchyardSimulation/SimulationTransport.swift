@@ -41,6 +41,7 @@ public import SwitchyardBackendKit
 /// | --- | --- | --- |
 /// | connect: nothing listens on the address (or the listener closed) | `unavailable` | `refused` |
 /// | connect: a name other than `localhost` | `unavailable` | `name resolution` |
+/// | connect: the followed monitor's path has no address (`none`) | `unavailable` | `unreachable` |
 /// | connect: the task was already cancelled | `cancelled` | `task cancelled` |
 /// | connect or listen: the transport is shutting down or shut down | `cancelled` | `shutdown` |
 /// | connect or listen: malformed host | `invalidArgument` | `invalid address` |
@@ -65,10 +66,20 @@ public final class SimulationTransport: LifecycleTransport {
         make: { try SimulationTransport(network: SimulatedNetwork.shared, configuration: $0) })
 
     public var name: String { Self.backendName }
+    /// The network's ``SimulatedNetwork/transportClock``.
+    public var clock: any TransportClock { network.transportClock }
     /// The network the transport's connections travel.
     public let network: SimulatedNetwork
-    /// The host the transport stands for (canonical), if any.
-    public let host: String?
+    /// The host the transport stands for (canonical), if any: the one it was made for,
+    /// or the first address of the path of the monitor it follows (nil while that is
+    /// `none`).
+    public var host: String? {
+        guard let monitor else { return fixedHost }
+        return monitor.sourceAddress
+    }
+    private let fixedHost: String?
+    /// The monitor whose path the transport's connections start from, if it follows one.
+    public let monitor: SimulatedConnectivityMonitor?
 
     private let lifecycle: TransportLifecycle<SimulatedEventLoop>
 
@@ -76,8 +87,7 @@ public final class SimulationTransport: LifecycleTransport {
     /// - Throws: `invalidArgument`/`invalid option` for settings out of range
     ///   (`TransportConfiguration/validate()`); `invalidArgument`/`invalid address` for
     ///   a `host` that is not an IP address.
-    public init(network: SimulatedNetwork, host: String? = nil, configuration: TransportConfiguration = .init()) throws {
-        try configuration.validate()
+    public convenience init(network: SimulatedNetwork, host: String? = nil, configuration: TransportConfiguration = .init()) throws {
         if let host {
             try Endpoint.validate(host: host)
             guard IPAddress.parseIPv4(host) != nil || IPAddress.parseIPv6(host) != nil else {
@@ -86,13 +96,33 @@ public final class SimulationTransport: LifecycleTransport {
                     message: "a simulated host is an IP address, not '\(host)'")
             }
         }
+        try self.init(network: network, fixedHost: host.map(SimulatedNetwork.canonical), monitor: nil, configuration: configuration)
+    }
+
+    /// A transport on `network` for a device whose path `monitor` reports: its
+    /// connections start from the path's first address (in sort order) at the moment they
+    /// are made, so after a change the next one starts on the new path; while the path
+    /// has no address (`none`), a connect fails with `unavailable`/`unreachable`.
+    /// - Throws: `invalidArgument`/`invalid option` for settings out of range.
+    public convenience init(
+        network: SimulatedNetwork, following monitor: SimulatedConnectivityMonitor, configuration: TransportConfiguration = .init()
+    ) throws {
+        try self.init(network: network, fixedHost: nil, monitor: monitor, configuration: configuration)
+    }
+
+    private init(
+        network: SimulatedNetwork, fixedHost: String?, monitor: SimulatedConnectivityMonitor?, configuration: TransportConfiguration
+    ) throws {
+        try configuration.validate()
         self.network = network
-        self.host = host.map(SimulatedNetwork.canonical)
+        self.fixedHost = fixedHost
+        self.monitor = monitor
         let clock = network.clock
+        let timerLoop = network.controlLoop
         lifecycle = TransportLifecycle(
             group: try TransportEventLoopGroup<SimulatedEventLoop>(count: configuration.eventLoopCount ?? 1) {
                 index throws(TransportError) in
-                try SimulatedEventLoop(clock: clock, name: "sy-sim-\(index)")
+                try SimulatedEventLoop(clock: clock, name: "sy-sim-\(index)", timerLoop: timerLoop)
             },
             observer: TransportObserver(backend: Self.backendName, logger: configuration.logger))
     }
@@ -108,7 +138,12 @@ public final class SimulationTransport: LifecycleTransport {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
         let targets = try InProcessHost.resolve(endpoint.host, backend: Self.backendName).map(InProcessHost.connectTarget)
-        let route = try network.route(to: targets, port: endpoint.port, from: host)
+        let source = host
+        if let monitor, source == nil {
+            throw TransportError(
+                code: .unavailable, reason: .unreachable, message: "no route to \(endpoint): the device's path is \(monitor.current)")
+        }
+        let route = try network.route(to: targets, port: endpoint.port, from: source)
 
         let clientAddress = Endpoint(host: route.local.host, port: route.local.port)
         let serverAddress = Endpoint(host: route.target, port: endpoint.port)

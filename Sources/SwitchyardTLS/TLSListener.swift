@@ -97,7 +97,8 @@ public final class TLSListener: Listener {
         let stream = TLSStream(wrapping: connection, session: session)
         let key = ObjectIdentifier(connection)
         let timeout = context.configuration.handshakeTimeout
-        let deadline = ContinuousClock.now + timeout
+        let clock = connection.eventLoop.clock
+        let deadline = clock.now + timeout
         let (admitted, startTimer) = state.withLock { state -> (Bool, Bool) in
             if state.closed { return (false, false) }
             state.handshaking[key] = Handshaking(connection: connection, stream: stream, deadline: deadline)
@@ -109,7 +110,7 @@ public final class TLSListener: Listener {
             connection.close()
             return
         }
-        if startTimer { Task { [weak self] in await self?.timeOutHandshakes(timeout) } }
+        if startTimer { Task(executorPreference: clock.taskExecutor) { [weak self] in await self?.timeOutHandshakes(timeout, on: clock) } }
         stream.startHandshake { [self] result in
             state.withLock { state in
                 // Only this handshake's entry (an identity can be reused once its
@@ -129,11 +130,11 @@ public final class TLSListener: Listener {
 
     /// Sleeps until the first queued deadline, times out the handshakes whose deadline
     /// passed, and so on until the queue is empty.
-    private func timeOutHandshakes(_ timeout: Duration) async {
+    private func timeOutHandshakes(_ timeout: Duration, on clock: any TransportClock) async {
         var next: ContinuousClock.Instant? = state.withLock { $0.nextDeadline() }
         while let deadline = next {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            let now = ContinuousClock.now
+            try? await clock.sleep(until: deadline)
+            let now = clock.now
             let expired = state.withLock { state -> [TLSStream] in
                 var expired: [TLSStream] = []
                 while state.deadlinesStart < state.deadlines.count, state.deadlines[state.deadlinesStart].deadline <= now {

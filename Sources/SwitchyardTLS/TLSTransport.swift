@@ -41,6 +41,8 @@ public import Switchyard
 public final class TLSTransport: Transport {
     /// The transport the TLS records travel on.
     public let wrapped: any Transport
+    /// The wrapped transport's.
+    public var clock: any TransportClock { wrapped.clock }
     /// The client side's context (made from the client configuration), if any.
     public let clientContext: TLSContext?
     /// The server side's context, if any.
@@ -113,10 +115,10 @@ public final class TLSTransport: Transport {
 
     public func shutdown(gracePeriod: Duration) async {
         open.closeListeners()
-        let clock = ContinuousClock()
+        let clock = wrapped.clock
         let deadline = clock.now + gracePeriod
         while open.openConnections > 0 && clock.now < deadline {
-            try? await Task.sleep(for: min(.milliseconds(10), deadline - clock.now))
+            try? await clock.sleep(until: min(clock.now + .milliseconds(10), deadline))
         }
         await open.closeConnectionsForShutdown()
         await wrapped.shutdown(gracePeriod: max(.zero, deadline - clock.now))

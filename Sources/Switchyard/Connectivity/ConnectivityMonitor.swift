@@ -130,7 +130,8 @@ public final class ConnectivityObservers: Sendable {
             let change: (previous: ConnectivityPath, observers: [@Sendable (ConnectivityPath) -> Void])? = state.withLock { state in
                 guard state.current != path else { return nil }
                 defer { state.current = path }
-                return (state.current, Array(state.observers.values))
+                // In the order they registered, so a replayed run calls them in the same one.
+                return (state.current, state.observers.sorted { $0.key < $1.key }.map(\.value))
             }
             guard let change else { return false }
             changed?(change.previous)

@@ -18,6 +18,9 @@ final class ChannelConnectionSlot: Sendable {
 
     let target: Endpoint
     let transport: any Transport
+    /// The transport's clock: the state machine's time, the timers' sleeps, the backoff's
+    /// jitter (unless the configuration has a source of its own), the tasks' executor.
+    let clock: any TransportClock
     let configuration: ChannelConfiguration
     let connectOptions: ConnectOptions
     /// The request head every call starts from: scheme and authority.
@@ -75,7 +78,9 @@ final class ChannelConnectionSlot: Sendable {
         self.keepalive = configuration.keepalive.map(ChannelKeepalive.init)
         let authority = configuration.authority ?? (target.path != nil ? "localhost" : target.description)
         self.requestHead = GRPCRequestHead(scheme: configuration.scheme, path: "/", authority: authority, acceptEncodings: [])
-        self.state = Mutex(State(machine: Machine(backoff: configuration.backoff, idleTimeout: configuration.idleTimeout)))
+        let clock = transport.clock
+        self.clock = clock
+        self.state = Mutex(State(machine: Machine(backoff: configuration.backoff.drawingJitter(from: clock), idleTimeout: configuration.idleTimeout)))
     }
 
     // MARK: connectivity state
@@ -117,7 +122,7 @@ final class ChannelConnectionSlot: Sendable {
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Lease, any Error>) in
                 var after = AfterLock()
                 let waiter: Machine.Waiter? = state.withLock { state in
-                    let decision = state.machine.callRequested(now: .now, waitForReady: waitForReady)
+                    let decision = state.machine.callRequested(now: clock.now, waitForReady: waitForReady)
                     switch decision.answer {
                     case .use(let id):
                         if let connection = state.connections[id] {
@@ -169,7 +174,7 @@ final class ChannelConnectionSlot: Sendable {
             guard let count = state.openCalls[id] else { return }
             state.openCalls[id] = count - 1
             guard state.machine.readyConnection == id else { return }
-            perform(state.machine.callsChanged(openCalls: count - 1, now: .now), &state, &after)
+            perform(state.machine.callsChanged(openCalls: count - 1, now: clock.now), &state, &after)
         }
         after.run()
     }
@@ -192,7 +197,7 @@ final class ChannelConnectionSlot: Sendable {
             }
             state.connections[attempt] = made
             after.started.append(made)
-            perform(state.machine.connectSucceeded(attempt: attempt, now: .now), &state, &after)
+            perform(state.machine.connectSucceeded(attempt: attempt, now: clock.now), &state, &after)
         }
         after.run()
     }
@@ -203,7 +208,7 @@ final class ChannelConnectionSlot: Sendable {
         var after = AfterLock()
         state.withLock { state in
             state.attempts.removeValue(forKey: attempt)
-            perform(state.machine.connectFailed(attempt: attempt, error: error, now: .now), &state, &after)
+            perform(state.machine.connectFailed(attempt: attempt, error: error, now: clock.now), &state, &after)
         }
         after.run()
     }
@@ -214,7 +219,7 @@ final class ChannelConnectionSlot: Sendable {
             if closed {
                 state.connections.removeValue(forKey: id)
                 state.openCalls.removeValue(forKey: id)
-                perform(state.machine.connectionClosed(id: id, now: .now), &state, &after)
+                perform(state.machine.connectionClosed(id: id, now: clock.now), &state, &after)
             } else {
                 perform(state.machine.goAwayReceived(id: id), &state, &after)
             }
@@ -225,7 +230,7 @@ final class ChannelConnectionSlot: Sendable {
     private func timerFired(retry: Bool) {
         var after = AfterLock()
         state.withLock { state in
-            let now = ContinuousClock.now
+            let now = clock.now
             perform(retry ? state.machine.retryTimerFired(now: now) : state.machine.idleTimerFired(now: now), &state, &after)
         }
         after.run()
@@ -249,7 +254,7 @@ final class ChannelConnectionSlot: Sendable {
                 // channel ends those on the changed path itself).
                 return
             }
-            let actions = state.machine.networkChanged(error: error, now: .now).filter { action in
+            let actions = state.machine.networkChanged(error: error, now: clock.now).filter { action in
                 guard case .close(let id, _) = action, let connection = state.connections[id] else { return true }
                 return id == machine.readyConnection || isOnChangedPath(connection.localAddress)
             }
@@ -304,7 +309,7 @@ final class ChannelConnectionSlot: Sendable {
                 options.timeout = min(options.timeout, timeout)
                 let transport = transport
                 let target = target
-                state.attempts[attempt] = Task { [weak self] in
+                state.attempts[attempt] = Task(executorPreference: clock.taskExecutor) { [weak self] in
                     do {
                         let connection = try await transport.connect(to: target, options: options)
                         if let self {
@@ -352,9 +357,9 @@ final class ChannelConnectionSlot: Sendable {
     }
 
     private func timer(at instant: ContinuousClock.Instant, retry: Bool) -> Task<Void, Never> {
-        Task { [weak self] in
+        Task(executorPreference: clock.taskExecutor) { [weak self, clock] in
             do {
-                try await Task.sleep(until: instant, clock: .continuous)
+                try await clock.sleep(until: instant)
             } catch {
                 return
             }
@@ -383,9 +388,9 @@ private final class WaitingRequest: Sendable {
                 return TransportError(code: .cancelled, reason: .taskCancelled, message: "the call's task was cancelled while it waited for a connection")
             }
             let timer = deadline.map { deadline in
-                Task { [weak slot] in
+                Task(executorPreference: deadline.clock.taskExecutor) { [weak slot] in
                     do {
-                        try await Task.sleep(until: deadline.instant, clock: .continuous)
+                        try await deadline.clock.sleep(until: deadline.instant)
                     } catch {
                         return
                     }

@@ -23,21 +23,35 @@ public struct ConnectionBackoff: Sendable {
     public var maximum: Duration
     /// The least time an attempt to connect is given. Default 20 s.
     public var minimumConnectTimeout: Duration
-    /// A number drawn uniformly from the range it is given. Default: the system's
-    /// random number generator.
-    public var jitterSource: @Sendable (ClosedRange<Double>) -> Double
+    /// A number drawn uniformly from the range it is given. Default: the channel's
+    /// transport's clock (`TransportClock/random(in:)`: the system's generator, or a
+    /// simulated network's seeded one); read alone, the system's generator.
+    public var jitterSource: @Sendable (ClosedRange<Double>) -> Double {
+        get { ownJitterSource ?? { Double.random(in: $0) } }
+        set { ownJitterSource = newValue }
+    }
+    /// The source given to the backoff, if any.
+    private var ownJitterSource: (@Sendable (ClosedRange<Double>) -> Double)?
 
     public init(
         initial: Duration = .seconds(1), multiplier: Double = 1.6, jitter: Double = 0.2, maximum: Duration = .seconds(120),
         minimumConnectTimeout: Duration = .seconds(20),
-        jitterSource: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) }
+        jitterSource: (@Sendable (ClosedRange<Double>) -> Double)? = nil
     ) {
         self.initial = initial
         self.multiplier = multiplier
         self.jitter = jitter
         self.maximum = maximum
         self.minimumConnectTimeout = minimumConnectTimeout
-        self.jitterSource = jitterSource
+        self.ownJitterSource = jitterSource
+    }
+
+    /// The backoff whose jitter comes from `clock` unless it has a source of its own.
+    package func drawingJitter(from clock: any TransportClock) -> ConnectionBackoff {
+        guard ownJitterSource == nil else { return self }
+        var backoff = self
+        backoff.ownJitterSource = { clock.random(in: $0) }
+        return backoff
     }
 
     /// Checks the values.

@@ -71,7 +71,7 @@ final class ConnectionKeepalive: @unchecked Sendable {
             readNoted = lastRead
             pinger.didRead(now: lastRead)
         }
-        let now = ContinuousClock.now
+        let now = h2.clock.now
         switch pinger.check(now: now, openCalls: openCalls()) {
         case .wait(let until):
             if let until { timer?.arm(at: until) }

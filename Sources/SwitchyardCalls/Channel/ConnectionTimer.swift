@@ -4,7 +4,7 @@ import Switchyard
 /// runs its action there at that instant, unless it was armed again or cancelled first.
 ///
 /// `TransportEventLoop` has no timers of its own, so an armed timer is a task that sleeps
-/// with the loop as its executor (it wakes on the loop, with no hop through the global
+/// on the loop's clock (virtual time on a simulated network) with the loop as its executor (it wakes on the loop, with no hop through the global
 /// pool). A timer costs nothing while unarmed, and one task per arming: keepalive and a
 /// server's connection limits arm it once per period, never per message.
 ///
@@ -31,7 +31,7 @@ final class ConnectionTimer: @unchecked Sendable {
         let armed = generation
         task = Task(executorPreference: loop) {
             do {
-                try await Task.sleep(until: instant, clock: .continuous)
+                try await self.loop.clock.sleep(until: instant)
             } catch {
                 return
             }

@@ -77,10 +77,10 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
     private func startLifetime() {
         // A9: jitter of up to 10 % either way, so that connections made together do
         // not all go away together.
-        let age = settings.maximumConnectionAge.map { $0 * Double.random(in: 0.9...1.1) }
+        let age = settings.maximumConnectionAge.map { $0 * h2.clock.random(in: 0.9...1.1) }
         let lifetime = ServerConnectionLifetime(
             maximumIdle: settings.maximumConnectionIdle, maximumAge: age, grace: settings.maximumConnectionAgeGrace,
-            pingTimeout: pingTimeout, opened: .now)
+            pingTimeout: pingTimeout, opened: h2.clock.now)
         guard lifetime.isActive else { return }
         self.lifetime = lifetime
         lifetimeTimer = ConnectionTimer(on: h2.eventLoop) { [weak self] in self?.checkLifetime() }
@@ -89,7 +89,7 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
 
     private func checkLifetime() {
         guard !closed, var lifetime else { return }
-        let action = lifetime.check(now: .now, idleSince: h2.idleSince)
+        let action = lifetime.check(now: h2.clock.now, idleSince: h2.idleSince)
         self.lifetime = lifetime
         let next: ContinuousClock.Instant?
         switch action {
@@ -136,7 +136,7 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
         }
         let call = CallStreamConnection(
             server: connection, stream: stream, method: CallStreamConnection.method(forPath: request.path),
-            metadata: request.metadata, endStream: endStream, deadline: CallDeadline(server: request.timeout),
+            metadata: request.metadata, endStream: endStream, deadline: CallDeadline(server: request.timeout, clock: h2.clock),
             requestEncoding: request.encoding,
             responseEncoding: request.responseEncoding(preferring: settings.responseCompression.map(\.encoding)))
         makeCall(call)
@@ -150,7 +150,7 @@ final class ServerConnection: H2ConnectionDelegate, @unchecked Sendable {
             framesSentAtLastPing = sent
             strikes.didSendHeadersOrData()
         }
-        guard strikes.pingReceived(now: .now, openCalls: connection.openStreamCount) else { return }
+        guard strikes.pingReceived(now: h2.clock.now, openCalls: connection.openStreamCount) else { return }
         // gRPC's A8: the debug data gRPC clients recognise, and back off on.
         connection.abort(.enhanceYourCalm, message: String(decoding: KeepaliveEnforcement.tooManyPings, as: UTF8.self))
     }

@@ -93,7 +93,7 @@ final class TransparentRetry: Sendable {
         let slot = self.slot
         let waitForReady = self.waitForReady
         let deadline = self.deadline
-        let task = Task {
+        let task = Task(executorPreference: slot.clock.taskExecutor) {
             guard !slot.isReleased else {
                 done(.failure(TransportError(code: .cancelled, reason: .closed, message: "the channel was let go of before the call's retry found a connection")))
                 return

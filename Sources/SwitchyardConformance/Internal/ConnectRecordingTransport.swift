@@ -13,9 +13,10 @@ final class ConnectRecordingTransport: Transport {
     var connectStarts: [ContinuousClock.Instant] { starts.withLock { $0 } }
 
     var name: String { inner.name }
+    var clock: any TransportClock { inner.clock }
 
     func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        starts.withLock { $0.append(.now) }
+        starts.withLock { $0.append(inner.clock.now) }
         return try await inner.connect(to: endpoint, options: options)
     }
 

@@ -20,7 +20,10 @@ import Synchronization
 /// immutable.
 final class SimulatedEventLoop: DeferringEventLoop, @unchecked Sendable {
     let id: Int
-    let clock: VirtualClock
+    let virtualClock: VirtualClock
+    /// The loop the sleeps of this loop's tasks wake on: the network's own, which outlives
+    /// every transport's loops (nil: this one is the network's).
+    private let timerLoop: SimulatedEventLoop?
     let deferred = DeferredWork()
 
     // The clock's, for automatic driving.
@@ -33,9 +36,11 @@ final class SimulatedEventLoop: DeferringEventLoop, @unchecked Sendable {
     /// Whether `stopAndJoin()` queued the loop's stop.
     var stopQueued = false
 
-    /// A loop of `clock`; with automatic driving, its runner starts, named `name`.
-    init(clock: VirtualClock, name: String) throws(TransportError) {
-        self.clock = clock
+    /// A loop of `clock` whose tasks' sleeps wake on `timerLoop` (nil: on this one);
+    /// with automatic driving, its runner starts, named `name`.
+    init(clock: VirtualClock, name: String, timerLoop: SimulatedEventLoop? = nil) throws(TransportError) {
+        self.virtualClock = clock
+        self.timerLoop = timerLoop
         id = clock.makeLoopID()
         pthread_cond_init(wake, nil)
         if clock.driving == .automatic {
@@ -54,18 +59,25 @@ final class SimulatedEventLoop: DeferringEventLoop, @unchecked Sendable {
         wake.deallocate()
     }
 
-    var inEventLoop: Bool { clock.isRunning(self) }
+    var inEventLoop: Bool { virtualClock.isRunning(self) }
+
+    /// Driven by hand, the network's virtual time, with tasks on this loop; driving
+    /// itself, the system's (see ``SimulatedNetwork/transportClock``).
+    var clock: any TransportClock {
+        guard virtualClock.driving == .manual else { return SystemTransportClock() }
+        return VirtualTransportClock(clock: virtualClock, timerLoop: timerLoop ?? self, executor: self)
+    }
 
     func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
-        clock.enqueue(work, on: self)
+        virtualClock.enqueue(work, on: self)
     }
 
     /// Runs `work` on this loop at virtual time `time` (now if that has passed).
     func schedule(at time: Duration, _ work: @escaping () -> Void) {
-        clock.enqueue(work, on: self, at: time)
+        virtualClock.enqueue(work, on: self, at: time)
     }
 
     func stopAndJoin() {
-        clock.stop(self)
+        virtualClock.stop(self)
     }
 }

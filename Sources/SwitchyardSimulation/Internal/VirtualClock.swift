@@ -42,6 +42,15 @@ final class VirtualClock: @unchecked Sendable {
         case time(Duration)
         /// Every event, however far ahead (a network that never goes quiet keeps going).
         case idle
+        /// Every event, however far ahead, until `run` is done (``finish(_:)``); with no
+        /// event left and the run not done, the drive waits for work to arrive.
+        case untilDone(Run)
+    }
+
+    /// A body run on the network (`SimulatedNetwork.run(_:)`): done once it returned.
+    /// Its flag is read and written with the clock's mutex held.
+    final class Run: @unchecked Sendable {
+        fileprivate var done = false
     }
 
     struct Event: Comparable {
@@ -59,6 +68,9 @@ final class VirtualClock: @unchecked Sendable {
     }
 
     let driving: Driving
+    /// Where virtual time zero stands among `ContinuousClock`'s instants: the moment the
+    /// clock was made.
+    let origin = ContinuousClock.now
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     /// The manual thread waits here for events, a drive or the end.
     private let workArrived = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -73,6 +85,9 @@ final class VirtualClock: @unchecked Sendable {
     private var generator: SeededGenerator
     private var log: [String]?
     private var stoppedLoops: Set<Int> = []
+    /// The sequence numbers of timers cancelled before they ran: dropped, not run, and
+    /// the clock does not move to them.
+    private var cancelledTimers: Set<UInt64> = []
     private var nextLoopID = 1
     private var finished = false
 
@@ -155,24 +170,48 @@ final class VirtualClock: @unchecked Sendable {
     /// False, and the work is dropped, once the loop has stopped.
     @discardableResult
     func enqueue(_ work: @escaping () -> Void, on loop: SimulatedEventLoop, at time: Duration? = nil) -> Bool {
-        locked {
-            if finished || stoppedLoops.contains(loop.id) { return false }
-            sequence += 1
-            let event = Event(time: max(time ?? current, current), sequence: sequence, loop: loop, work: work)
-            switch driving {
-            case .manual:
+        locked { enqueueLocked(work, on: loop, at: time) }
+    }
+
+    /// `enqueue(_:on:at:)`, mutex held.
+    private func enqueueLocked(_ work: @escaping () -> Void, on loop: SimulatedEventLoop, at time: Duration?) -> Bool {
+        if finished || stoppedLoops.contains(loop.id) { return false }
+        sequence += 1
+        let event = Event(time: max(time ?? current, current), sequence: sequence, loop: loop, work: work)
+        switch driving {
+        case .manual:
+            events.insert(event)
+            pthread_cond_signal(workArrived)
+        case .automatic:
+            if event.time <= current {
+                makeReady(event)
+            } else {
                 events.insert(event)
-                pthread_cond_signal(workArrived)
-            case .automatic:
-                if event.time <= current {
-                    makeReady(event)
-                } else {
-                    events.insert(event)
-                    advanceIfIdle()
-                }
+                advanceIfIdle()
             }
-            return true
         }
+        return true
+    }
+
+    /// Queues `work` for `loop` at `time`, as `enqueue(_:on:at:)` does, and returns the
+    /// timer's number for `cancelTimer(_:)`; nil, and the work is dropped, once the loop
+    /// has stopped.
+    func enqueueTimer(_ work: @escaping () -> Void, on loop: SimulatedEventLoop, at time: Duration) -> UInt64? {
+        locked { enqueueLocked(work, on: loop, at: time) ? sequence : nil }
+    }
+
+    /// Drops timer `number` if it has not run: it will not run, and time will not move
+    /// to it.
+    func cancelTimer(_ number: UInt64) {
+        locked {
+            guard events.unordered.contains(where: { $0.sequence == number }) else { return }
+            cancelledTimers.insert(number)
+        }
+    }
+
+    /// A uniformly random number in `range`, from the seeded generator.
+    func random(in range: ClosedRange<Double>) -> Double {
+        locked { Double.random(in: range, using: &generator) }
     }
 
     /// A uniformly random duration in `0...limit`, from the seeded generator.
@@ -251,7 +290,9 @@ final class VirtualClock: @unchecked Sendable {
             let done: Bool = locked {
                 if finished { return true }
                 switch (self.bound, bound) {
-                case (nil, _), (_, .idle): self.bound = bound
+                case (nil, _), (_, .untilDone): self.bound = bound
+                case (.untilDone, _): break
+                case (_, .idle): self.bound = bound
                 case (.time(let a), .time(let b)): self.bound = .time(max(a, b))
                 case (.idle, .time): break
                 }
@@ -260,6 +301,14 @@ final class VirtualClock: @unchecked Sendable {
                 return false
             }
             if done { continuation.resume() }
+        }
+    }
+
+    /// Marks `run` done: the drive that waits for it ends after the event running now.
+    func finish(_ run: Run) {
+        locked {
+            run.done = true
+            pthread_cond_signal(workArrived)
         }
     }
 
@@ -289,6 +338,12 @@ final class VirtualClock: @unchecked Sendable {
                 continue
             }
             if let bound {
+                if case .untilDone(let run) = bound, !run.done {
+                    // Nothing left to run and the body still waits: for work from
+                    // outside the network (a thread of its own), which wakes this one.
+                    pthread_cond_wait(workArrived, mutex)
+                    continue
+                }
                 if case .time(let time) = bound { current = max(current, time) }
                 self.bound = nil
                 let waiters = driveWaiters
@@ -306,10 +361,15 @@ final class VirtualClock: @unchecked Sendable {
     /// The next event the drive (or a hold) lets run, the clock moved to its time; nil
     /// when none may run. Events of a loop that stopped are dropped. Mutex held.
     private func takeManualEvent() -> Event? {
+        if case .untilDone(let run) = bound, run.done { return nil }
         while let first = events.min {
+            if !cancelledTimers.isEmpty, cancelledTimers.remove(first.sequence) != nil {
+                events.removeMin()
+                continue
+            }
             let runnable =
                 switch bound {
-                case .idle: true
+                case .idle, .untilDone: true
                 case .time(let limit): first.time <= limit
                 case nil: holds > 0 && first.time <= current
                 }
@@ -365,10 +425,14 @@ final class VirtualClock: @unchecked Sendable {
     private func advanceIfIdle() {
         guard readyCount == 0, runningCount == 0 else { return }
         while readyCount == 0, let first = events.min {
+            if !cancelledTimers.isEmpty, cancelledTimers.remove(first.sequence) != nil {
+                events.removeMin()
+                continue
+            }
             current = max(current, first.time)
             while let next = events.min, next.time <= current {
                 events.removeMin()
-                if stoppedLoops.contains(next.loop.id) { continue }
+                if stoppedLoops.contains(next.loop.id) || (!cancelledTimers.isEmpty && cancelledTimers.remove(next.sequence) != nil) { continue }
                 makeReady(next)
             }
         }

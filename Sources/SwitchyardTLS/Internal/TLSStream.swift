@@ -69,8 +69,10 @@ final class TLSStream: StreamConnection, @unchecked Sendable {
 
     /// Runs the handshake over the wrapped connection; returns what it settled on.
     func handshake(timeout: Duration) async throws(TransportError) -> Handshake {
-        let timer = Task { [loop] in
-            try await Task.sleep(for: timeout)
+        let clock = wrapped.eventLoop.clock
+        let deadline = clock.now + timeout
+        let timer = Task(executorPreference: clock.taskExecutor) { [loop] in
+            try await clock.sleep(until: deadline)
             loop.execute { self.abortHandshake(TLSErrorTable.handshakeTimedOut(timeout)) }
         }
         defer { timer.cancel() }
