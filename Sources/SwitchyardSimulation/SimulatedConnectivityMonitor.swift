@@ -15,7 +15,7 @@ import Synchronization
 ///   back with a later path travels again;
 /// - moves the transports made with ``SimulationTransport/init(network:following:configuration:)``:
 ///   their next connections start from the new path's first address (in sort order);
-///   with no address (``ConnectivityCategory/none``), a connect fails with
+///   with no address (`none`), a connect fails with
 ///   `unavailable`/`unreachable`.
 ///
 /// ```swift

@@ -8,12 +8,16 @@
 /// - `resetConnections(host:)`: every open connection with an end on the host ends
 ///   with `unavailable`/`reset` there, and its peer hears a reset after the link's
 ///   latency.
+/// - `stallConnections(host:)`: every connection open now with an end on the host
+///   stalls: its segments vanish from now on, both ways, with no error, as when a
+///   middlebox on the path lost its state (a NAT binding gone); connections made later
+///   travel. A stalled connection stays so until it ends.
 /// - `stopReading(host:)`: the host's connections take nothing more from their
 ///   receive buffers, even while their users read, so writers to it stop after a
 ///   window's worth (flow control, not an error). `resumeReading(host:)` ends it.
 public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
     enum Kind: Hashable {
-        case blackHole, liftBlackHole, resetConnections, stopReading, resumeReading
+        case blackHole, liftBlackHole, stallConnections, resetConnections, stopReading, resumeReading
     }
 
     let kind: Kind
@@ -25,6 +29,11 @@ public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
 
     /// Segments to and from `host` travel again.
     public static func liftBlackHole(host: String) -> SimulatedFault { SimulatedFault(kind: .liftBlackHole, host: host) }
+
+    /// Every connection open now with an end on `host` stalls: its segments vanish.
+    public static func stallConnections(host: String) -> SimulatedFault {
+        SimulatedFault(kind: .stallConnections, host: host)
+    }
 
     /// Every open connection with an end on `host` is reset.
     public static func resetConnections(host: String) -> SimulatedFault {
@@ -41,6 +50,7 @@ public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
         switch kind {
         case .blackHole: "black hole \(host)"
         case .liftBlackHole: "lift black hole \(host)"
+        case .stallConnections: "stall connections \(host)"
         case .resetConnections: "reset connections \(host)"
         case .stopReading: "stop reading \(host)"
         case .resumeReading: "resume reading \(host)"

@@ -29,6 +29,11 @@ extension SimulatedNetwork {
                 return state.ends(on: host)
             }
             for end in ends { _ = end.loop.submit { end.readingResumed() } }
+        case .stallConnections:
+            for end in state.withLock({ $0.ends(on: host) }) {
+                end.stalled.store(true, ordering: .relaxed)
+                end.peer?.stalled.store(true, ordering: .relaxed)
+            }
         case .resetConnections:
             for end in state.withLock({ $0.ends(on: host) }) {
                 _ = end.loop.submit { end.resetByNetwork(fault) }

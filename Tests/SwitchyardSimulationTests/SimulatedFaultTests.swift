@@ -40,6 +40,31 @@ struct SimulatedFaultTests {
         await pair.shutDown()
     }
 
+    @Test("a stall of a host's connections swallows their bytes both ways with no error; a connection made after it travels")
+    func stallConnections() async throws {
+        let network = try SimulatedNetwork(seed: 6, link: SimulatedLink(latency: .milliseconds(10)))
+        let pair = try await SimulatedPair.make(network: network)
+        let completions = Completions()
+        pair.connection.write([1], completion: completions.record)
+        network.schedule(.stallConnections(host: SimulatedPair.serverHost), at: .milliseconds(5))
+        await network.advance(by: .milliseconds(50))
+        #expect(pair.serverRecorder.bytes.isEmpty, "in flight when the stall came: lost")
+        #expect(completions.succeeded == 1)
+        #expect(!pair.clientRecorder.closed && !pair.serverRecorder.closed, "a stall gives no error")
+        #expect(network.eventLog.contains { $0.hasSuffix("fault stall connections 10.0.0.2") })
+
+        // The next connection between the same hosts travels.
+        let fresh = try await SimulatedPair.make(network: network, port: 81)
+        fresh.connection.write([2], completion: nil)
+        await network.advance(by: .milliseconds(20))
+        #expect(fresh.serverRecorder.bytes == [2])
+        pair.connection.write([3], completion: nil)
+        await network.advance(by: .milliseconds(20))
+        #expect(pair.serverRecorder.bytes.isEmpty, "the stalled connection stays stalled")
+        await fresh.shutDown()
+        await pair.shutDown()
+    }
+
     @Test("resetting a host's connections ends them there with unavailable/reset at once, and the peer after the latency")
     func resetConnections() async throws {
         let network = try SimulatedNetwork(seed: 4, link: SimulatedLink(latency: .milliseconds(10)))

@@ -76,11 +76,11 @@ struct SimulatedPair {
     static let clientHost = "10.0.0.1"
     static let serverHost = "10.0.0.2"
 
-    static func make(network: SimulatedNetwork, clientHost: String = clientHost) async throws -> SimulatedPair {
+    static func make(network: SimulatedNetwork, clientHost: String = clientHost, port: Int = 80) async throws -> SimulatedPair {
         let server = try SimulationTransport(network: network, host: serverHost)
         let client = try SimulationTransport(network: network, host: clientHost)
-        let listener = try await server.listen(on: Endpoint(host: serverHost, port: 80))
-        let connection = try await client.connect(to: Endpoint(host: serverHost, port: 80))
+        let listener = try await server.listen(on: Endpoint(host: serverHost, port: port))
+        let connection = try await client.connect(to: Endpoint(host: serverHost, port: port))
         var iterator = listener.connections.makeAsyncIterator()
         guard let accepted = await iterator.next() else { throw TransportError(code: .unavailable, reason: .refused, message: "no connection accepted") }
         let clientRecorder = Recorder(network: network)

@@ -41,6 +41,9 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
     private let portReleased = Atomic<Bool>(false)
     /// This end's place in the network's list of open ends.
     var registration: Int?
+    /// Whether ``SimulatedFault/stallConnections(host:)`` stalled the connection: its
+    /// segments vanish, both ways (set on the network's loop, read on both ends' loops).
+    let stalled = Atomic<Bool>(false)
 
     /// How many bytes may be sent and not yet read by the peer, as a kernel's socket
     /// buffers hold.

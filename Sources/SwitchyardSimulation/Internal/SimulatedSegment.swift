@@ -24,15 +24,15 @@ enum SimulatedSegment: CustomStringConvertible {
 
 extension SimulatedNetwork {
     /// Sends `segment` from `sender` to its peer: dropped if either host is black-holed
-    /// now or when it arrives; otherwise delivered on the peer's loop after the link's
+    /// or the connection stalled, now or when it arrives; otherwise delivered on the peer's loop after the link's
     /// latency and jitter, never before a segment the sender sent earlier (in order, as
     /// TCP delivers). Call on the sender's loop.
     func transmit(_ segment: SimulatedSegment, from sender: SimulatedConnection) {
         guard let receiver = sender.peer else { return }
         let from = sender.localAddress
         let to = sender.remoteAddress
-        let (link, dropped) = state.withLock { ($0.link(from.host, to.host), $0.isBlackHoled(from.host, to.host)) }
-        if dropped {
+        let (link, blackHoled) = state.withLock { ($0.link(from.host, to.host), $0.isBlackHoled(from.host, to.host)) }
+        if blackHoled || sender.stalled.load(ordering: .relaxed) {
             clock.record("drop \(from) > \(to) \(segment)")
             return
         }
@@ -44,7 +44,7 @@ extension SimulatedNetwork {
         // its events, and what they hold with them.
         receiver.loop.schedule(at: arrival) {
             let network = receiver.network
-            if network.state.withLock({ $0.isBlackHoled(from.host, to.host) }) {
+            if receiver.stalled.load(ordering: .relaxed) || network.state.withLock({ $0.isBlackHoled(from.host, to.host) }) {
                 network.clock.record("drop \(from) > \(to) \(segment)")
                 return
             }
