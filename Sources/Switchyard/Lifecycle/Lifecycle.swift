@@ -85,6 +85,8 @@ import Synchronization
 public final class Lifecycle: Sendable {
     /// How long a suspend waits for outstanding background work before it expires it.
     public let gracePeriod: Duration
+    /// The clock the grace period is timed on.
+    public let clock: any TransportClock
     /// Where suspends and resumes are logged (see Logging above); by default nowhere.
     public let logger: Logger
 
@@ -148,11 +150,17 @@ public final class Lifecycle: Sendable {
 
     private let state = Mutex(State())
 
-    /// A lifecycle, active, whose suspends give background work up to `gracePeriod`,
-    /// logging its suspends and resumes to `logger` (by default nowhere).
-    public init(gracePeriod: Duration = .seconds(5), logger: Logger = TransportConfiguration.disabledLogger) {
+    /// A lifecycle, active, whose suspends give background work up to `gracePeriod` of
+    /// `clock`'s time (a simulated network's transports give theirs, so that the grace
+    /// passes in virtual time), logging its suspends and resumes to `logger` (by default
+    /// nowhere).
+    public init(
+        gracePeriod: Duration = .seconds(5), clock: any TransportClock = SystemTransportClock(),
+        logger: Logger = TransportConfiguration.disabledLogger
+    ) {
         precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative, was given \(gracePeriod) (a programming error)")
         self.gracePeriod = gracePeriod
+        self.clock = clock
         self.logger = logger
     }
 
@@ -213,7 +221,7 @@ public final class Lifecycle: Sendable {
         withExtendedLifetime(gone) {}
         if phase == .suspending || phase == .suspended {
             participant.lifecycleSuspendDidBegin()
-            Task { await participant.lifecycleWillSuspend() }
+            Task(executorPreference: clock.taskExecutor) { await participant.lifecycleWillSuspend() }
         }
         if phase == .suspended, !participant.lifecycleSuspend(Self.suspendedError) {
             remove(id)
@@ -243,7 +251,7 @@ public final class Lifecycle: Sendable {
             return true
         }
         if !waited {
-            Task { work.expire() }
+            Task(executorPreference: clock.taskExecutor) { work.expire() }
         }
         return work
     }
@@ -273,7 +281,7 @@ public final class Lifecycle: Sendable {
     /// Returns once ``current`` is ``LifecycleState/suspended``. See the contract.
     public func suspend() async {
         // Not the caller's task: cancelling it must not cut the grace period short.
-        await Task { await self.serialized { await self.performSuspend() } }.value
+        await Task(executorPreference: clock.taskExecutor) { await self.serialized { await self.performSuspend() } }.value
     }
 
     /// Resumes: reopens listeners on their ports, lets channels call again, and runs the
@@ -282,7 +290,7 @@ public final class Lifecycle: Sendable {
     /// - Throws: the error of the first listener that could not reopen (it is closed;
     ///   the rest resumed).
     public func resume() async throws {
-        try await Task { try await self.serialized { try await self.performResume() } }.value
+        try await Task(executorPreference: clock.taskExecutor) { try await self.serialized { try await self.performResume() } }.value
     }
 
     private func performSuspend() async {
@@ -363,10 +371,11 @@ public final class Lifecycle: Sendable {
             return state.work.isEmpty
         }
         if idle { return }
-        let grace = gracePeriod
+        let graceEnds = clock.now + gracePeriod
+        let clock = clock
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.backgroundWorkDrained() }
-            group.addTask { try? await Task.sleep(for: grace) }
+            group.addTask { try? await clock.sleep(until: graceEnds) }
             await group.next()
             group.cancelAll()
         }

@@ -7,8 +7,10 @@ public import SwitchyardCalls
 /// What it does about the network is what an app must: a call that the network took away
 /// (it ended `unavailable`: the connectivity changed, the path stalled, the connection
 /// broke) is made again, on the channel's next connection, which the channel makes
-/// afresh over the path of the moment, up to ``attempts`` times in all. Any other error
-/// is the caller's.
+/// afresh over the path of the moment, up to ``attempts`` times in all. A call refused
+/// because the app is suspended (`unavailable`, reason `suspended`: the channel is
+/// registered with the app's `Lifecycle`) is not made again: the app sends the note
+/// after it resumed. Any other error is the caller's.
 public struct NoteSync: Sendable {
     /// The channel to the notes service.
     public let channel: CallChannel
@@ -25,7 +27,7 @@ public struct NoteSync: Sendable {
 
     /// Sends `note` and returns the server's acknowledgement, with how many calls it took.
     /// - Throws: the last call's `TransportError` when every attempt failed, or the first
-    ///   error that is not `unavailable`.
+    ///   error that is not `unavailable`, or `unavailable`/`suspended`.
     public func send(_ note: String) async throws -> (acknowledgement: String, calls: Int) {
         var attempt = 1
         while true {
@@ -40,7 +42,7 @@ public struct NoteSync: Sendable {
                     throw TransportError(code: .unavailable, reason: .closed, message: "the server ended the call without acknowledging '\(note)'")
                 }
                 return (String(decoding: reply, as: UTF8.self), attempt)
-            } catch let error as TransportError where error.code == .unavailable && attempt < attempts {
+            } catch let error as TransportError where error.code == .unavailable && error.reason != .suspended && attempt < attempts {
                 attempt += 1
             }
         }

@@ -5,13 +5,14 @@ import SwitchyardSimulation
 import Testing
 
 /// `NoteSync` on a simulated network, in virtual time: a phone sends 12 notes, 150 ms
-/// apart, while its path moves from Wi-Fi to cellular (at 600 ms) and then its connection
-/// stalls without a word (at 1.2 s: a middlebox on the path lost its state). Every note
-/// must be acknowledged, by its own text; the stalled one after keepalive found the stall
-/// and `NoteSync` sent it again on a fresh connection.
+/// apart, while its path moves from Wi-Fi to cellular (at 600 ms), its connection then
+/// stalls without a word (at 1.2 s: a middlebox on the path lost its state), and the app
+/// goes to the background for 30 s after the 8th note. Every note must be acknowledged,
+/// by its own text; the stalled one after keepalive found the stall and `NoteSync` sent
+/// it again on a fresh connection; a note tried while suspended fails at once.
 @Suite(.timeLimit(.minutes(2)))
 struct NoteSyncTests {
-    @Test("every note of the day is acknowledged across the switch and the stall; the same seed replays the same event log")
+    @Test("every note of the day is acknowledged across the switch, the stall and the suspension; the same seed replays the same event log")
     func dayReplays() async throws {
         // doc-block begin
         let first = try SimulatedNetwork(seed: 42, link: link)
@@ -20,7 +21,7 @@ struct NoteSyncTests {
         #expect(try await day(on: again) == monday)
         #expect(again.eventLog == first.eventLog)            // line for line
         // doc-block end
-        #expect(monday.endedAt > .seconds(3), "the day took \(monday.endedAt) of virtual time")
+        #expect(monday.whileSuspended?.code == .unavailable)
     }
 
     @Test("a thousand seeds of the day: every note acknowledged in each")
@@ -43,6 +44,8 @@ let link = SimulatedLink(latency: .milliseconds(30), jitter: .milliseconds(20))
 struct Day: Equatable {
     var acknowledgements: [String] = []
     var calls: [Int] = []
+    /// How a note tried while the app was suspended failed.
+    var whileSuspended: TransportError?
     var endedAt: Duration = .zero
 }
 
@@ -69,6 +72,8 @@ func day(on network: SimulatedNetwork) async throws -> Day {
             target: notes.localAddress, transport: phone, monitor: monitor,
             configuration: ChannelConfiguration(keepalive: keepalive))
         let sync = NoteSync(channel: channel)
+        let app = Lifecycle(clock: phone.clock)      // the app's suspend and resume
+        let registration = app.register(channel)
 
         monitor.schedule(cellular, at: .milliseconds(600))                        // Wi-Fi to cellular
         network.schedule(.stallConnections(host: "10.0.100.1"), at: .seconds(1.2)) // a silent stall
@@ -79,8 +84,19 @@ func day(on network: SimulatedNetwork) async throws -> Day {
             day.acknowledgements.append(acknowledgement)
             day.calls.append(calls)
             try await phone.clock.sleep(until: phone.clock.now + .milliseconds(150))
+            if number == 7 {                         // to the background for 30 s
+                await app.suspend()
+                do {
+                    _ = try await sync.send("while suspended")
+                } catch let error as TransportError {
+                    day.whileSuspended = error
+                }
+                try await phone.clock.sleep(until: phone.clock.now + .seconds(30))
+                try await app.resume()
+            }
         }
         day.endedAt = network.now
+        registration.cancel()
         channel.close()
         notes.closeNow()
         await phone.shutdownNow()
@@ -91,6 +107,10 @@ func day(on network: SimulatedNetwork) async throws -> Day {
     try #require(day.acknowledgements == (0..<12).map { "note \($0)" }, "\(day.acknowledgements), \(network)")
     try #require(day.calls.contains(2), "no note needed a second call: the stall was not found (\(day.calls)), \(network)")
     try #require(day.calls.allSatisfy { $0 <= 2 }, "\(day.calls), \(network)")
+    try #require(day.whileSuspended?.reason == .suspended, "while suspended: \(String(describing: day.whileSuspended)), \(network)")
+    // 30 s in the background and a few seconds of notes: a day much longer waited on
+    // something that never came (the channel's 30-minute idle timer, say).
+    try #require(day.endedAt > .seconds(30) && day.endedAt < .seconds(40), "the day took \(day.endedAt) of virtual time, \(network)")
     let log = network.eventLog
     try #require(log.contains { $0.hasSuffix("path wifi (wlan0) > cellular (wwan0)") }, "\(network)")
     try #require(log.contains { $0.contains("connect 10.0.2.2:") }, "no connection over cellular, \(network)")
