@@ -150,14 +150,17 @@ public final class Lifecycle: Sendable {
 
     private let state = Mutex(State())
 
+    /// A lifecycle, active, whose suspends give background work up to `gracePeriod`,
+    /// logging its suspends and resumes to `logger` (by default nowhere).
+    public convenience init(gracePeriod: Duration = .seconds(5), logger: Logger = TransportConfiguration.disabledLogger) {
+        self.init(gracePeriod: gracePeriod, clock: SystemTransportClock(), logger: logger)
+    }
+
     /// A lifecycle, active, whose suspends give background work up to `gracePeriod` of
-    /// `clock`'s time (a simulated network's transports give theirs, so that the grace
-    /// passes in virtual time), logging its suspends and resumes to `logger` (by default
-    /// nowhere).
-    public init(
-        gracePeriod: Duration = .seconds(5), clock: any TransportClock = SystemTransportClock(),
-        logger: Logger = TransportConfiguration.disabledLogger
-    ) {
+    /// `clock`'s time, and start their tasks on its executor (a simulated network's
+    /// transports give theirs, so that a suspend runs in virtual time and replays),
+    /// logging its suspends and resumes to `logger` (by default nowhere).
+    public init(gracePeriod: Duration = .seconds(5), clock: any TransportClock, logger: Logger = TransportConfiguration.disabledLogger) {
         precondition(gracePeriod >= .zero, "a Lifecycle's grace period cannot be negative, was given \(gracePeriod) (a programming error)")
         self.gracePeriod = gracePeriod
         self.clock = clock

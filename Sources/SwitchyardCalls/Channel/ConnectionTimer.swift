@@ -4,9 +4,10 @@ import Switchyard
 /// runs its action there at that instant, unless it was armed again or cancelled first.
 ///
 /// `TransportEventLoop` has no timers of its own, so an armed timer is a task that sleeps
-/// on the loop's clock (virtual time on a simulated network) with the loop as its executor (it wakes on the loop, with no hop through the global
-/// pool). A timer costs nothing while unarmed, and one task per arming: keepalive and a
-/// server's connection limits arm it once per period, never per message.
+/// on the loop's clock (`TransportClock`: virtual time on a simulated network) with the
+/// loop as its executor (it wakes on the loop, with no hop through the global pool). A
+/// timer costs nothing while unarmed, and one task per arming: keepalive and a server's
+/// connection limits arm it once per period, never per message.
 ///
 /// Safety of `@unchecked Sendable`: ``arm(at:)`` and ``cancel()`` are called on the
 /// loop, and the task reads the state only on the loop.
