@@ -48,11 +48,6 @@ public struct SystemTransportClock: TransportClock {
     public var taskExecutor: (any TaskExecutor)? { nil }
 }
 
-extension TransportClock where Self == SystemTransportClock {
-    /// The system's clock.
-    public static var system: SystemTransportClock { SystemTransportClock() }
-}
-
 extension Transport {
     /// The transport's clock: the system's unless the transport says otherwise.
     public var clock: any TransportClock { SystemTransportClock() }

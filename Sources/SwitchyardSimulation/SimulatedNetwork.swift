@@ -184,8 +184,9 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
     /// itself just runs `body` on its loop.
     ///
     /// The clock jumps ahead while `body` waits for nothing but time, so a body that waits
-    /// on a keepalive or a deadline returns at once in wall-clock time; one that waits for
-    /// something the network never does waits for ever, as it would on a real network.
+    /// on a keepalive or a deadline returns at once in wall-clock time. One that waits for
+    /// something that never comes runs the timers left (a channel's 30-minute idle
+    /// timeout, say), then waits for ever, as it would on a real network.
     public func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
         let task: Task<Result, any Error>
         guard driving == .manual else {
