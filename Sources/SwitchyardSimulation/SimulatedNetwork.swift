@@ -171,8 +171,9 @@ public final class SimulatedNetwork: Sendable, CustomStringConvertible {
     }
 
     /// Runs `body` on the network's own loop and drives the clock until it returns:
-    /// every event in order, the clock moving to the next one whenever nothing is due now,
-    /// then returns what `body` returned (or throws what it threw).
+    /// every event in order, the clock moving to the next one whenever nothing is due now;
+    /// then runs the work `body` left due at that moment (without moving the clock) and
+    /// returns what `body` returned (or throws what it threw).
     ///
     /// The way to run code that awaits (a `CallChannel`'s calls, a `CallServer`, a
     /// `Lifecycle`) in virtual time: `body`'s task and the tasks it starts as children,

@@ -46,6 +46,21 @@ struct VirtualTimeTests {
         await transport.shutdownNow()
     }
 
+    @Test("a network that ran a channel and a server is freed once the test lets it go: run leaves no work queued that would hold it")
+    func runLeavesNothingBehind() async throws {
+        weak var weakNetwork: SimulatedNetwork?
+        do {
+            let network = try SimulatedNetwork(seed: 7, link: ChannelAcrossASwitchTests.link)
+            weakNetwork = network
+            _ = try await ChannelAcrossASwitchTests.switchScenario(on: network)
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while weakNetwork != nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(weakNetwork == nil, "the network outlived the test: work left on its clock holds it (and its thread)")
+    }
+
     @Test("a transport that follows a monitor connects from its path's address; with none, at once unavailable/unreachable")
     func followingTransport() async throws {
         let network = try SimulatedNetwork(seed: 13)

@@ -42,8 +42,9 @@ final class VirtualClock: @unchecked Sendable {
         case time(Duration)
         /// Every event, however far ahead (a network that never goes quiet keeps going).
         case idle
-        /// Every event, however far ahead, until `run` is done (``finish(_:)``); with no
-        /// event left and the run not done, the drive waits for work to arrive.
+        /// Every event, however far ahead, until `run` is done (``finish(_:)``), then the
+        /// events due at that moment; with no event left and the run not done, the drive
+        /// waits for work to arrive.
         case untilDone(Run)
     }
 
@@ -304,7 +305,7 @@ final class VirtualClock: @unchecked Sendable {
         }
     }
 
-    /// Marks `run` done: the drive that waits for it ends after the event running now.
+    /// Marks `run` done: the drive that waits for it runs what is due now, then ends.
     func finish(_ run: Run) {
         locked {
             run.done = true
@@ -361,7 +362,6 @@ final class VirtualClock: @unchecked Sendable {
     /// The next event the drive (or a hold) lets run, the clock moved to its time; nil
     /// when none may run. Events of a loop that stopped are dropped. Mutex held.
     private func takeManualEvent() -> Event? {
-        if case .untilDone(let run) = bound, run.done { return nil }
         while let first = events.min {
             if !cancelledTimers.isEmpty, cancelledTimers.remove(first.sequence) != nil {
                 events.removeMin()
@@ -369,7 +369,10 @@ final class VirtualClock: @unchecked Sendable {
             }
             let runnable =
                 switch bound {
-                case .idle, .untilDone: true
+                case .idle: true
+                // Once the body returned, the work it left due now still runs (a
+                // shutdown's hops, say: dropped, they would keep the network alive).
+                case .untilDone(let run): !run.done || first.time <= current
                 case .time(let limit): first.time <= limit
                 case nil: holds > 0 && first.time <= current
                 }
