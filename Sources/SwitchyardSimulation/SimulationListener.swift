@@ -19,10 +19,13 @@ public final class SimulationListener: Listener {
     let network: SimulatedNetwork
     /// The transport's lifecycle: its loops, where the server ends live.
     let lifecycle: TransportLifecycle<SimulatedEventLoop>
+    /// The transport's stall detection, for the server ends.
+    let stall: StallSettings?
     private let closed = Atomic<Bool>(false)
 
-    init(network: SimulatedNetwork, lifecycle: TransportLifecycle<SimulatedEventLoop>, host: String, port: Int) {
+    init(network: SimulatedNetwork, lifecycle: TransportLifecycle<SimulatedEventLoop>, stall: StallSettings?, host: String, port: Int) {
         self.network = network
+        self.stall = stall
         self.lifecycle = lifecycle
         self.binding = SimulatedBinding(host: host, port: port)
         self.localAddress = Endpoint(host: host, port: port)

@@ -24,6 +24,11 @@ public import SwitchyardBackendKit
 ///   at a time, only while reading; `Connection/reset()` reaches the peer as
 ///   `unavailable`/`reset`, `Connection/close()` as end of stream, each after the
 ///   latency.
+/// - **Stalls.** With `TransportConfiguration/stallTimeout`, the kernel's stall
+///   detection, in virtual time: bytes unacknowledged for the timeout, or keepalive
+///   probes unanswered (the first after 1 s of silence), end the connection with
+///   `unavailable`/`stalled`; `kernelStallDetection` off is refused, as the libuv
+///   backend refuses it (there is no monitor of the backend's own).
 /// - **Loops.** `TransportConfiguration/eventLoopCount` loops (default one), each a
 ///   loop of the network's clock: callbacks run in virtual time, on the network's one
 ///   thread when the test drives the clock, or on a thread per loop (`sy-sim-N`) when
@@ -49,6 +54,7 @@ public import SwitchyardBackendKit
 /// | listen: the address and port overlap a binding | `unavailable` | `address in use` |
 /// | connection: the peer called `reset()`, or wrote to an end that ended | `unavailable` | `reset` |
 /// | connection: ``SimulatedFault/resetConnections(host:)`` | `unavailable` | `reset` |
+/// | connection: with a stall timeout, bytes unacknowledged or keepalive probes unanswered for it | `unavailable` | `stalled` |
 /// | connection: the transport shut down | `cancelled` | `shutdown` |
 /// | write or shutdownOutput after `close()`/`reset()` | `cancelled` | `closed` |
 /// | write or second shutdownOutput after `shutdownOutput` | `failedPrecondition` | `output shut down` |
@@ -82,10 +88,13 @@ public final class SimulationTransport: LifecycleTransport {
     public let monitor: SimulatedConnectivityMonitor?
 
     private let lifecycle: TransportLifecycle<SimulatedEventLoop>
+    /// The stall detection its connections have, with a stall timeout.
+    private let stall: StallSettings?
 
     /// A transport on `network`, standing for `host` (an IP address) if given.
     /// - Throws: `invalidArgument`/`invalid option` for settings out of range
-    ///   (`TransportConfiguration/validate()`); `invalidArgument`/`invalid address` for
+    ///   (`TransportConfiguration/validate()`, `StallSettings/of(_:)`) and for a stall
+    ///   timeout with `kernelStallDetection` off; `invalidArgument`/`invalid address` for
     ///   a `host` that is not an IP address.
     public convenience init(network: SimulatedNetwork, host: String? = nil, configuration: TransportConfiguration = .init()) throws {
         if let host {
@@ -114,6 +123,13 @@ public final class SimulationTransport: LifecycleTransport {
         network: SimulatedNetwork, fixedHost: String?, monitor: SimulatedConnectivityMonitor?, configuration: TransportConfiguration
     ) throws {
         try configuration.validate()
+        let stall = try StallSettings.of(configuration)
+        if let stall, !stall.kernelDetection {
+            throw TransportError(
+                code: .invalidArgument, reason: .invalidOption,
+                message: "the simulation detects stalls only as the kernel does (keepalive and TCP_USER_TIMEOUT); it cannot meet a stall timeout of \(stall.timeout) with kernelStallDetection off")
+        }
+        self.stall = stall
         self.network = network
         self.fixedHost = fixedHost
         self.monitor = monitor
@@ -150,10 +166,10 @@ public final class SimulationTransport: LifecycleTransport {
         let serverLifecycle = route.listener.lifecycle
         let client = SimulatedConnection(
             loop: lifecycle.group.next(), lifecycle: lifecycle, network: network, localAddress: clientAddress,
-            remoteAddress: serverAddress, heldPort: route.local)
+            remoteAddress: serverAddress, heldPort: route.local, stall: stall)
         let server = SimulatedConnection(
             loop: serverLifecycle.group.next(), lifecycle: serverLifecycle, network: network,
-            localAddress: serverAddress, remoteAddress: clientAddress, heldPort: nil)
+            localAddress: serverAddress, remoteAddress: clientAddress, heldPort: nil, stall: route.listener.stall)
         client.peer = server
         server.peer = client
         network.clock.record("connect \(clientAddress) > \(serverAddress)")
@@ -184,8 +200,9 @@ public final class SimulationTransport: LifecycleTransport {
         let host = try InProcessHost.resolve(endpoint.host, backend: Self.backendName)[0]
         let lifecycle = self.lifecycle
         let network = self.network
+        let stall = self.stall
         let listener = try network.bind(host: host, port: endpoint.port) { port in
-            SimulationListener(network: network, lifecycle: lifecycle, host: host, port: port)
+            SimulationListener(network: network, lifecycle: lifecycle, stall: stall, host: host, port: port)
         }
         try lifecycle.admit(listener)
         return listener

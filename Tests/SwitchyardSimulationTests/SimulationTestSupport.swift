@@ -76,9 +76,12 @@ struct SimulatedPair {
     static let clientHost = "10.0.0.1"
     static let serverHost = "10.0.0.2"
 
-    static func make(network: SimulatedNetwork, clientHost: String = clientHost, port: Int = 80) async throws -> SimulatedPair {
-        let server = try SimulationTransport(network: network, host: serverHost)
-        let client = try SimulationTransport(network: network, host: clientHost)
+    static func make(
+        network: SimulatedNetwork, clientHost: String = clientHost, port: Int = 80,
+        configuration: TransportConfiguration = TransportConfiguration()
+    ) async throws -> SimulatedPair {
+        let server = try SimulationTransport(network: network, host: serverHost, configuration: configuration)
+        let client = try SimulationTransport(network: network, host: clientHost, configuration: configuration)
         let listener = try await server.listen(on: Endpoint(host: serverHost, port: port))
         let connection = try await client.connect(to: Endpoint(host: serverHost, port: port))
         var iterator = listener.connections.makeAsyncIterator()

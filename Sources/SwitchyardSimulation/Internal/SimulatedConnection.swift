@@ -19,6 +19,9 @@ import Synchronization
 /// - `close()` sends the peer an end of stream after the bytes already sent;
 ///   `reset()` sends a reset. Bytes that reach an end that ended are answered with a
 ///   reset, so a writer to a closed peer ends with `unavailable`/`reset`, as over TCP.
+/// - With a stall timeout, the kernel's stall detection (`SimulatedStallDetector`):
+///   bytes unacknowledged, or keepalive probes unanswered, for the timeout end the
+///   connection with `unavailable`/`stalled`.
 ///
 /// Safety of `@unchecked Sendable`: every stored `var` is touched only on `loop` (public
 /// methods hop there first; the network's thread runs every loop), except `registration`
@@ -44,6 +47,12 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
     /// Whether ``SimulatedFault/stallConnections(host:)`` stalled the connection: its
     /// segments vanish, both ways (set on the network's loop, read on both ends' loops).
     let stalled = Atomic<Bool>(false)
+    /// The kernel's stall detection, with a stall timeout (touched on `loop` only).
+    private var stallDetector: SimulatedStallDetector?
+    /// Whether the peer's end detects stalls, and so wants acknowledgements.
+    let detectsStalls: Bool
+    /// When the next stall check is scheduled, if one is.
+    private var stallCheckAt: Duration?
 
     /// How many bytes may be sent and not yet read by the peer, as a kernel's socket
     /// buffers hold.
@@ -70,9 +79,11 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
 
     init(
         loop: SimulatedEventLoop, lifecycle: TransportLifecycle<SimulatedEventLoop>, network: SimulatedNetwork,
-        localAddress: Endpoint, remoteAddress: Endpoint, heldPort: SimulatedBinding?
+        localAddress: Endpoint, remoteAddress: Endpoint, heldPort: SimulatedBinding?, stall: StallSettings?
     ) {
         self.loop = loop
+        self.stallDetector = stall.map { SimulatedStallDetector(settings: $0, openedAt: network.clock.now) }
+        self.detectsStalls = stall != nil
         self.lifecycle = lifecycle
         self.network = network
         self.localAddress = localAddress
@@ -86,6 +97,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
     func activate(accepted: Bool) -> Bool {
         guard lifecycle.insertConnection(self, accepted: accepted) else { return false }
         network.opened(self)
+        if stallDetector != nil { loop.onLoop { [self] in checkForStall() } }
         return true
     }
 
@@ -109,6 +121,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
         if count > headerCount { bytes.append(contentsOf: body.prefix(count - headerCount)) }
         credit -= count
         network.transmit(.data(bytes), from: self)
+        noteSent(count)
         return count
     }
 
@@ -156,6 +169,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
 
     /// Takes a segment the network delivered, on the loop.
     func receive(_ segment: SimulatedSegment) {
+        if stallDetector != nil, state.isOpen { stallDetector?.heard(at: network.clock.now) }
         switch segment {
         case .data(let bytes):
             guard state.isOpen else {
@@ -166,6 +180,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
                 }
                 return
             }
+            if peer?.detectsStalls == true { network.transmit(.ack(bytes.count), from: self) }
             inbound.append(bytes)
             buffered += bytes.count
             if state.shouldRead { schedulePump() }
@@ -178,6 +193,51 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
         case .window(let count):
             credit += count
             moveQueuedWrites()
+        case .ack(let count):
+            stallDetector?.acknowledged(count)
+        case .probe:
+            if state.isOpen { network.transmit(.ack(0), from: self) } else if !answeredWithReset {
+                answeredWithReset = true
+                network.transmit(.reset, from: self)
+            }
+        }
+    }
+
+    // MARK: stall detection
+
+    /// `count` bytes left: with stall detection, they must be acknowledged in time.
+    private func noteSent(_ count: Int) {
+        guard stallDetector != nil else { return }
+        let now = network.clock.now
+        stallDetector?.sent(count, at: now)
+        scheduleStallCheck(at: now + (stallDetector?.settings.timeout ?? .zero))
+    }
+
+    /// Runs the stall detector's check now, and does what it says.
+    private func checkForStall() {
+        stallCheckAt = nil
+        guard state.isOpen, let step = stallDetector?.check(at: network.clock.now) else { return }
+        switch step {
+        case .wait(let time):
+            scheduleStallCheck(at: time)
+        case .probe(let time):
+            network.transmit(.probe, from: self)
+            scheduleStallCheck(at: time)
+        case .stalled(let detail):
+            let error = TransportError(
+                code: .unavailable, reason: .stalled,
+                message: "no progress within the stall timeout: \(detail) (\(network))")
+            terminate(error, deferCallbacks: false, send: nil)
+        }
+    }
+
+    /// A check at `time`, unless one comes sooner.
+    private func scheduleStallCheck(at time: Duration) {
+        if let scheduled = stallCheckAt, scheduled <= time { return }
+        stallCheckAt = time
+        loop.schedule(at: time) { [weak self] in
+            guard let self, self.stallCheckAt == time else { return }
+            self.checkForStall()
         }
     }
 
@@ -212,6 +272,7 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
         }
         credit -= bytes.count
         network.transmit(.data(bytes), from: self)
+        noteSent(bytes.count)
         var completed: [WriteCompletion] = []
         var shutdown: WriteCompletion?? = nil
         if state.writesTaken(bytes.count, completed: &completed) {

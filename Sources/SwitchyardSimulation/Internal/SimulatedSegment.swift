@@ -1,6 +1,7 @@
 /// What travels on a simulated link from one end of a connection to the other, a
-/// small TCP: bytes, the end of stream, a reset, and the receive window the reader
-/// frees by reading.
+/// small TCP: bytes, the end of stream, a reset, the receive window the reader
+/// frees by reading, and, between ends with stall detection (`SimulatedStallDetector`),
+/// acknowledgements and keepalive probes.
 enum SimulatedSegment: CustomStringConvertible {
     /// Bytes of the stream, in order.
     case data([UInt8])
@@ -11,6 +12,11 @@ enum SimulatedSegment: CustomStringConvertible {
     /// The reader took this many bytes from its receive buffer: the writer may send
     /// as many more.
     case window(Int)
+    /// This many more bytes arrived (0 answers a probe); sent to an end with stall
+    /// detection only.
+    case ack(Int)
+    /// A keepalive probe: the receiving end answers with `ack(0)`.
+    case probe
 
     var description: String {
         switch self {
@@ -18,6 +24,8 @@ enum SimulatedSegment: CustomStringConvertible {
         case .fin: "fin"
         case .reset: "reset"
         case .window(let count): "window \(count)"
+        case .ack(let count): "ack \(count)"
+        case .probe: "probe"
         }
     }
 }
