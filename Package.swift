@@ -333,6 +333,8 @@ let package = Package(
                 "SwitchyardCalls", "Switchyard", "SwitchyardBackendKit", "SwitchyardNetlink", "SwitchyardPosix", "SwitchyardBackendLoader",
                 // Raw HTTP/2 peers for the scenarios that send what a correct peer never would.
                 "SwitchyardHTTP2", "SwitchyardHPACK",
+                // The fault scenarios' own simulated network, for the simulation backend.
+                "SwitchyardSimulation",
             ],
             swiftSettings: strict
         ),

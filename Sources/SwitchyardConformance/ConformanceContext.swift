@@ -172,7 +172,7 @@ public struct ConformanceContext: Sendable {
         seconds: Double, quiet: Double = quietLimit, _ what: String, progress: WaitProgress,
         file: String = #fileID, line: Int = #line, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let end = started + .milliseconds(Int(seconds * 1000))
         let quietSpan = Duration.milliseconds(Int(quiet * 1000))
         return try await raceAgainstWatchdog({ now in
@@ -192,12 +192,12 @@ public struct ConformanceContext: Sendable {
     public func waitUntil(
         seconds: Double, _ what: String, file: String = #fileID, line: Int = #line, _ condition: () -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let deadline = KitClock.now + .milliseconds(Int(seconds * 1000))
         while !condition() {
-            if ContinuousClock.now >= deadline {
+            if KitClock.now >= deadline {
                 throw failure("timed out after \(seconds) s waiting until \(what)", file: file, line: line)
             }
-            try await Task.sleep(for: .milliseconds(2))
+            try await KitClock.sleep(for: .milliseconds(2))
         }
     }
 
@@ -211,13 +211,13 @@ public struct ConformanceContext: Sendable {
         seconds: Double, quiet: Double, _ what: @autoclosure () -> String, seen: () -> String = { "" },
         file: String = #fileID, line: Int = #line, _ condition: () -> Bool
     ) async throws {
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let deadline = started + .milliseconds(Int(seconds * 1000))
         let quietSpan = Duration.milliseconds(Int(quiet * 1000))
         var last = what() + seen()
         var changed = started
         while !condition() {
-            let now = ContinuousClock.now
+            let now = KitClock.now
             let current = what() + seen()
             if current != last {
                 last = current
@@ -233,7 +233,7 @@ public struct ConformanceContext: Sendable {
                     "waited \(milliseconds(now - started)) until \(what()), and nothing moved in the last \(quiet) s\(quoted)",
                     file: file, line: line)
             }
-            try await Task.sleep(for: .milliseconds(2))
+            try await KitClock.sleep(for: .milliseconds(2))
         }
     }
 
@@ -358,7 +358,7 @@ public struct ConformanceContext: Sendable {
             return try await within(seconds: seconds, what, progress: progress, file: file, line: line) {
                 var received: [UInt8] = []
                 received.reserveCapacity(count)
-                let started = ContinuousClock.now
+                let started = KitClock.now
                 while received.count < count {
                     guard let chunk = try await connection.read(upTo: count - received.count) else {
                         throw TransportError(

@@ -12,12 +12,16 @@
 ///   stalls: its segments vanish from now on, both ways, with no error, as when a
 ///   middlebox on the path lost its state (a NAT binding gone); connections made later
 ///   travel. A stalled connection stays so until it ends.
+/// - `rejectWithReset(host:)`: every segment sent to the host from now on is answered
+///   with a reset, which reaches its sender after the link's latency (a firewall's
+///   `reject with tcp reset`): a connection ends `unavailable`/`reset` at its next
+///   send, an idle one stays. `stopRejecting(host:)` ends it.
 /// - `stopReading(host:)`: the host's connections take nothing more from their
 ///   receive buffers, even while their users read, so writers to it stop after a
 ///   window's worth (flow control, not an error). `resumeReading(host:)` ends it.
 public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
     enum Kind: Hashable {
-        case blackHole, liftBlackHole, stallConnections, resetConnections, stopReading, resumeReading
+        case blackHole, liftBlackHole, stallConnections, resetConnections, rejectWithReset, stopRejecting, stopReading, resumeReading
     }
 
     let kind: Kind
@@ -40,6 +44,12 @@ public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
         SimulatedFault(kind: .resetConnections, host: host)
     }
 
+    /// Every segment sent to `host` from now on is answered with a reset.
+    public static func rejectWithReset(host: String) -> SimulatedFault { SimulatedFault(kind: .rejectWithReset, host: host) }
+
+    /// Segments to `host` are delivered again.
+    public static func stopRejecting(host: String) -> SimulatedFault { SimulatedFault(kind: .stopRejecting, host: host) }
+
     /// The connections on `host` stop taking bytes from their receive buffers.
     public static func stopReading(host: String) -> SimulatedFault { SimulatedFault(kind: .stopReading, host: host) }
 
@@ -52,6 +62,8 @@ public struct SimulatedFault: Sendable, Hashable, CustomStringConvertible {
         case .liftBlackHole: "lift black hole \(host)"
         case .stallConnections: "stall connections \(host)"
         case .resetConnections: "reset connections \(host)"
+        case .rejectWithReset: "reject with reset \(host)"
+        case .stopRejecting: "stop rejecting \(host)"
         case .stopReading: "stop reading \(host)"
         case .resumeReading: "resume reading \(host)"
         }

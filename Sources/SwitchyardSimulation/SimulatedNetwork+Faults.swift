@@ -21,6 +21,10 @@ extension SimulatedNetwork {
             state.withLock { _ = $0.blackHoles.insert(host) }
         case .liftBlackHole:
             state.withLock { _ = $0.blackHoles.remove(host) }
+        case .rejectWithReset:
+            state.withLock { _ = $0.rejecting.insert(host) }
+        case .stopRejecting:
+            state.withLock { _ = $0.rejecting.remove(host) }
         case .stopReading:
             state.withLock { _ = $0.notReading.insert(host) }
         case .resumeReading:
@@ -47,6 +51,23 @@ extension SimulatedNetwork {
         state.withLock { state in
             state.offPath.subtract(gained)
             state.offPath.formUnion(lost)
+        }
+    }
+
+    /// What happens to a connect's SYN from `source` to `target` now.
+    enum SynFate {
+        case delivered
+        /// A black hole (or a lost path) swallows it: the connect stays pending.
+        case vanishes
+        /// A firewall answers it with a reset: the connect is refused.
+        case rejected
+    }
+
+    func synFate(from source: String, to target: String) -> SynFate {
+        state.withLock { state in
+            if state.isBlackHoled(source, target) { return .vanishes }
+            if !state.rejecting.isEmpty && state.rejecting.contains(target) { return .rejected }
+            return .delivered
         }
     }
 

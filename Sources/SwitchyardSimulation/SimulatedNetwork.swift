@@ -224,6 +224,8 @@ struct SimulatedNetworkState {
     /// path has them again.
     var offPath: Set<String> = []
     var notReading: Set<String> = []
+    /// Hosts whose incoming segments are answered with a reset.
+    var rejecting: Set<String> = []
 
     /// Open connection ends by the order they opened in (faults act on them in that
     /// order, so a replay acts in the same one).

@@ -144,10 +144,21 @@ public final class SimulationTransport: LifecycleTransport {
     }
 
     public func connect(to endpoint: Endpoint, options: ConnectOptions) async throws -> any Connection {
-        try await lifecycle.observingConnect(to: endpoint) { try connectNow(to: endpoint) }
+        try await lifecycle.observingConnect(to: endpoint) {
+            switch try connectNow(to: endpoint, timeout: options.timeout) {
+            case .connected(let connection): connection
+            case .pending(let pending): try await pending.connected()
+            }
+        }
     }
 
-    private func connectNow(to endpoint: Endpoint) throws(TransportError) -> SimulatedConnection {
+    /// What a connect came to at once: a connection, or a connect whose SYN vanished.
+    private enum Attempt {
+        case connected(SimulatedConnection)
+        case pending(SimulatedPendingConnect)
+    }
+
+    private func connectNow(to endpoint: Endpoint, timeout: Duration) throws(TransportError) -> Attempt {
         if Task.isCancelled {
             throw TransportError(code: .cancelled, reason: .taskCancelled, message: "the connecting task was cancelled")
         }
@@ -158,6 +169,17 @@ public final class SimulationTransport: LifecycleTransport {
         if let monitor, source == nil {
             throw TransportError(
                 code: .unavailable, reason: .unreachable, message: "no route to \(endpoint): the device's path is \(monitor.current)")
+        }
+        switch network.synFate(from: source ?? targets[0], to: targets[0]) {
+        case .delivered:
+            break
+        case .vanishes:
+            network.clock.record("connect \(source ?? targets[0]) > \(endpoint): SYN dropped")
+            return .pending(SimulatedPendingConnect(
+                loop: lifecycle.group.next(), endpoint: endpoint, timeout: timeout, network: network, lifecycle: lifecycle))
+        case .rejected:
+            network.clock.record("connect \(source ?? targets[0]) > \(endpoint): SYN rejected")
+            throw TransportError(code: .unavailable, reason: .refused, message: "the simulated network answered the connect to \(endpoint) with a reset (\(network))")
         }
         let route = try network.route(to: targets, port: endpoint.port, from: source)
 
@@ -187,7 +209,7 @@ public final class SimulationTransport: LifecycleTransport {
             throw TransportError(
                 code: .unavailable, reason: .refused, message: "the listener on \(serverAddress) closed")
         }
-        return client
+        return .connected(client)
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

@@ -58,6 +58,8 @@ final class CallRecorder: CallHandler {
     private let keepsMessages: Bool
     private let onReceive: (@Sendable (Call, [UInt8]) -> Void)?
     private let onEnd: (@Sendable (Call) -> Void)?
+    /// The kit's clock when the recorder was made: its callbacks run in no task.
+    private let clock = KitClock.current
 
     /// - Parameters:
     ///   - keepsMessages: whether to keep each message's bytes (otherwise only counted).
@@ -123,7 +125,7 @@ final class CallRecorder: CallHandler {
     }
 
     func call(_ call: Call, didCloseWith status: CallStatus) {
-        let now = ContinuousClock.now
+        let now = clock.now
         record(call, "didClose") { events in
             events.statuses.append(status)
             events.log.append(.closed)
@@ -192,13 +194,13 @@ extension ConformanceContext {
         of recorder: CallRecorder, _ what: String, seconds: Double = 10, quiet: Double? = nil,
         file: String = #fileID, line: Int = #line
     ) async throws -> CallStatus {
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let deadline = started + .milliseconds(Int(seconds * 1000))
         var events = recorder.snapshot.log.count
         var changed = started
         while true {
             if let status = recorder.status { return status }
-            let now = ContinuousClock.now
+            let now = KitClock.now
             if now >= deadline {
                 throw failure("timed out after \(seconds) s waiting until \(what) ended; \(recorder.seen())", file: file, line: line)
             }
@@ -212,7 +214,7 @@ extension ConformanceContext {
                     "waited \(milliseconds(now - started)) until \(what) ended, and nothing moved in the last \(quiet) s; \(recorder.seen())",
                     file: file, line: line)
             }
-            try await Task.sleep(for: .milliseconds(2))
+            try await KitClock.sleep(for: .milliseconds(2))
         }
     }
 

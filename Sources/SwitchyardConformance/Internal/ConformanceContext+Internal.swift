@@ -70,16 +70,21 @@ final class CompletionLog: Sendable {
         var error: TransportError?
     }
     private let entries = Mutex<[Entry]>([])
-    private let bytes = Mutex<(completed: Int, last: ContinuousClock.Instant)>((0, .now))
+    /// The kit's clock when the log was made: completions run in no task.
+    private let clock = KitClock.current
+    private let bytes: Mutex<(completed: Int, last: ContinuousClock.Instant)>
 
-    init() {}
+    init() {
+        bytes = Mutex((0, clock.now))
+    }
 
     func record(_ index: Int, byteCount: Int = 0, _ error: TransportError?) {
         entries.withLock { $0.append(Entry(index: index, error: error)) }
+        let now = clock.now
         if error == nil {
-            bytes.withLock { $0.completed += byteCount; $0.last = .now }
+            bytes.withLock { $0.completed += byteCount; $0.last = now }
         } else {
-            bytes.withLock { $0.last = .now }
+            bytes.withLock { $0.last = now }
         }
     }
 

@@ -24,7 +24,7 @@ func raceAgainstDeadline<T: Sendable>(
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await race(body) {
-        try? await Task.sleep(for: limit)
+        try? await KitClock.sleep(for: limit)
         return Task.isCancelled ? nil : onTimeout()
     }
 }
@@ -41,8 +41,8 @@ func raceAgainstWatchdog<T: Sendable>(
 ) async throws -> T {
     try await race(body) {
         while !Task.isCancelled {
-            if let error = check(.now) { return error }
-            try? await Task.sleep(for: watchdogInterval)
+            if let error = check(KitClock.now) { return error }
+            try? await KitClock.sleep(for: watchdogInterval)
         }
         return nil
     }
@@ -56,14 +56,14 @@ private func race<T: Sendable>(
     timer: @escaping @Sendable () async -> (any Error)?
 ) async throws -> T {
     let gate = ResumeOnce<T>()
-    let work = Task { try await body() }
+    let work = Task(executorPreference: KitClock.taskExecutor) { try await body() }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             gate.install(continuation)
-            let timing = Task {
+            let timing = Task(executorPreference: KitClock.taskExecutor) {
                 if let error = await timer(), gate.resume(with: .failure(error)) { work.cancel() }
             }
-            Task {
+            Task(executorPreference: KitClock.taskExecutor) {
                 let result = await work.result
                 timing.cancel()
                 gate.resume(with: result)
@@ -81,14 +81,17 @@ private let watchdogInterval: Duration = .milliseconds(10)
 /// not changed for its quiet limit, and its failure quotes it ("99 of 100 bytes arrived").
 final class WaitProgress: Sendable {
     private let state: Mutex<(seen: String, changed: ContinuousClock.Instant)>
+    /// The kit's clock when the wait began: progress is noted in callbacks too.
+    private let clock = KitClock.current
 
     init(_ seen: String) {
-        state = Mutex((seen, .now))
+        state = Mutex((seen, clock.now))
     }
 
     /// Something moved: `seen` says what the wait has seen now.
     func advance(_ seen: String) {
-        state.withLock { $0 = (seen, .now) }
+        let now = clock.now
+        state.withLock { $0 = (seen, now) }
     }
 
     /// What was seen, and when it last changed.

@@ -34,7 +34,7 @@ extension ConformanceScenario {
             let outcome = try await context.step("a \(wait) whose task is cancelled", seconds: 40) {
                 try await channel.withCall(options: options) { call -> (error: (any Error)?, status: CallStatus, latency: Duration, writes: Int) in
                     let writes = Atomic<Int>(0)
-                    let task = Task { () -> (any Error)? in
+                    let task = Task(executorPreference: KitClock.taskExecutor) { () -> (any Error)? in
                         do {
                             switch wait {
                             case "read":
@@ -55,17 +55,17 @@ extension ConformanceScenario {
                     // Let the wait begin; for the write, until no write completed for 300 ms
                     // (the windows are full and one write is pending).
                     var seen = -1
-                    var still = ContinuousClock.now
+                    var still = KitClock.now
                     while true {
-                        try await Task.sleep(for: .milliseconds(50))
+                        try await KitClock.sleep(for: .milliseconds(50))
                         let now = writes.load(ordering: .relaxed)
-                        if now != seen { seen = now; still = ContinuousClock.now }
-                        if ContinuousClock.now - still >= .milliseconds(300) { break }
+                        if now != seen { seen = now; still = KitClock.now }
+                        if KitClock.now - still >= .milliseconds(300) { break }
                     }
-                    let cancelled = ContinuousClock.now
+                    let cancelled = KitClock.now
                     task.cancel()
                     let error = await task.value
-                    let latency = ContinuousClock.now - cancelled
+                    let latency = KitClock.now - cancelled
                     return (error, await call.status(), latency, writes.load(ordering: .relaxed))
                 }
             }
@@ -127,14 +127,14 @@ extension ConformanceScenario {
         // A reply that never comes: the read ends at the deadline.
         let index = serverCalls.count
         let outcome = try await context.step("a call whose reply never comes, with a \(timeout) deadline", seconds: 20) {
-            let asked = ContinuousClock.now
+            let asked = KitClock.now
             return try await channel.withCall(options: CallConfiguration(timeout: timeout)) { call -> (error: (any Error)?, status: CallStatus, after: Duration) in
                 try await call.write(hold)
                 do {
                     _ = try await call.next()
-                    return (nil, await call.status(), ContinuousClock.now - asked)
+                    return (nil, await call.status(), KitClock.now - asked)
                 } catch {
-                    return (error, await call.status(), ContinuousClock.now - asked)
+                    return (error, await call.status(), KitClock.now - asked)
                 }
             }
         }
@@ -157,7 +157,7 @@ extension ConformanceScenario {
                 try await call.finishSending()
                 while try await call.next() != nil {}
                 _ = await call.status()
-                try await Task.sleep(for: timeout + .milliseconds(100))
+                try await KitClock.sleep(for: timeout + .milliseconds(100))
                 return (echo, await call.status())
             }
         }

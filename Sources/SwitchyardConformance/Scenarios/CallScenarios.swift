@@ -32,7 +32,7 @@ extension ConformanceScenario {
             let payloads = sizes.enumerated().map {
                 ConformancePattern.bytes(count: $0.element, seed: UInt64(18_000 + $0.offset + (flowControl ? 50 : 0)))
             }
-            let started = ContinuousClock.now
+            let started = KitClock.now
             let (replies, status) = try await context.step("an echo call of messages of \(sizes) bytes (\(label))", seconds: 90) {
                 try await channel.withCall(options: options) { call in
                     // The writer runs beside the reader: a 4 MiB echo does not fit in the
@@ -50,7 +50,7 @@ extension ConformanceScenario {
             for (index, payload) in payloads.enumerated() {
                 try context.expectBytes(replies[index], payload, "the echo of message \(index) (\(payload.count) bytes, \(label))")
             }
-            context.log("\(label): \(sizes.count) messages, \(sizes.reduce(0, +)) bytes, echoed intact in \(ContinuousClock.now - started)")
+            context.log("\(label): \(sizes.count) messages, \(sizes.reduce(0, +)) bytes, echoed intact in \(KitClock.now - started)")
         }
     }
 
@@ -87,7 +87,7 @@ extension ConformanceScenario {
                 try await context.waitUntil(seconds: 10, quiet: quietLimit, "\(count) didWriteData arrived (\(label))", seen: recorder.seen) { recorder.writeCount >= count }
             }
             // Anything extra would come soon after; wait a little for it.
-            try await Task.sleep(for: .milliseconds(200))
+            try await KitClock.sleep(for: .milliseconds(200))
             let events = recorder.snapshot
             try context.expectEqual(events.writes, flowControl ? count : 0, "didWriteData reports for \(count) sent messages (\(label))")
             // Each didWriteData comes right after its message's completion, so the k-th
@@ -141,7 +141,7 @@ extension ConformanceScenario {
         call.receiveNextMessage()
         call.send(Array("go".utf8))
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "the 3 messages asked for arrived", seen: recorder.seen) { recorder.messageCount >= 3 }
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expectEqual(recorder.messageCount, 3, "messages delivered 200 ms after receiveNextMessages(2) and receiveNextMessage() (10 were sent)")
 
         // Later requests: one, one, and zero.
@@ -149,7 +149,7 @@ extension ConformanceScenario {
         call.receiveNextMessage()
         call.receiveNextMessages(0)
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "2 more messages arrived after receiveNextMessage() twice", seen: recorder.seen) { recorder.messageCount >= 5 }
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expectEqual(recorder.messageCount, 5, "messages delivered 200 ms after asking for 5 in all")
         if let status = recorder.status {
             try context.fail("the call ended with \(status) with 5 of its 10 messages delivered")
@@ -229,13 +229,13 @@ extension ConformanceScenario {
         // for nothing.
         readerCall.receiveNextMessage()
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "the reader got the one message it asked for (it has \(reader.state.received))", seen: reader.recorder.seen) { reader.state.received >= 1 }
-        let quietWait = ContinuousClock.now
-        while ContinuousClock.now - sender.state.lastCompletion < .milliseconds(500) {
+        let quietWait = KitClock.now
+        while KitClock.now - sender.state.lastCompletion < .milliseconds(500) {
             let completed = sender.state.completed
             try context.expect(
-                ContinuousClock.now - quietWait < .seconds(60),
+                KitClock.now - quietWait < .seconds(60),
                 "the sender's messages kept completing for 60 s (\(completed) of \(total)) while the reader asked for nothing: nothing pushed it back")
-            try await Task.sleep(for: .milliseconds(20))
+            try await KitClock.sleep(for: .milliseconds(20))
         }
         let held = try await context.bufferedBytes(of: readerCall)
         let completed = sender.state.completed
@@ -251,7 +251,7 @@ extension ConformanceScenario {
 
         // Now the reader asks for everything (more than is left, so it also reads the
         // client's end); every message arrives intact and in order; both ends end OK.
-        let started = ContinuousClock.now
+        let started = KitClock.now
         readerCall.receiveNextMessages(total)
         try await context.waitUntil(seconds: 180, quiet: quietLimit, "the reader got all \(total) messages (it has \(reader.state.received))") {
             reader.state.received >= total || reader.state.failure != nil
@@ -263,7 +263,7 @@ extension ConformanceScenario {
         try context.expectOK(readerStatus, "the reader's (server's) status")
         try context.expectEqual(sender.state.completed, total, "didWriteData reports at the sender")
         try context.expectEqual(reader.state.received, total, "messages the reader received")
-        context.log("the remaining \(total - 1) messages arrived intact in \(ContinuousClock.now - started)")
+        context.log("the remaining \(total - 1) messages arrived intact in \(KitClock.now - started)")
     }
 
     /// 23. Protocol errors end the offending call only: its stream, not its connection.
@@ -676,7 +676,7 @@ extension ConformanceScenario {
         do {
             let server = try await context.startCallServer { call in
                 try await call.write([1, 2, 3])
-                try await Task.sleep(for: .milliseconds(300))
+                try await KitClock.sleep(for: .milliseconds(300))
                 return .ok
             }
             defer { server.close() }
@@ -703,7 +703,7 @@ extension ConformanceScenario {
             try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server accepted the call") { serverCalls.count == 1 }
             serverCalls[0].receiveNextMessage()
             try await context.waitUntil(seconds: 10, quiet: quietLimit, "the server's call got the message it asked for", seen: serverRecorder.seen) { serverRecorder.messageCount == 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await KitClock.sleep(for: .milliseconds(300))
             call.finishSending()
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server's call (flow control on, its one request served) heard the client's end of stream", seen: serverRecorder.seen) { serverRecorder.snapshot.ends == 1 }
             let status = try await context.status(of: recorder, "the client's call", seconds: 5, quiet: quietLimit)
@@ -818,7 +818,7 @@ private final class PacedSender: CallHandler {
     struct State: Sendable {
         var sent = 0
         var completed = 0
-        var lastCompletion = ContinuousClock.now
+        var lastCompletion = KitClock.now
     }
     let total: Int
     let window: Int

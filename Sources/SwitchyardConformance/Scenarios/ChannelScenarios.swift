@@ -36,7 +36,7 @@ extension ConformanceScenario {
 
         // The handler face from one task: 100 calls open at once, each echoed before
         // any of them finishes, ten times.
-        let heldStart = ContinuousClock.now
+        let heldStart = KitClock.now
         for round in 0..<rounds {
             var open: [(call: Call, recorder: CallRecorder, message: [UInt8])] = []
             for index in 0..<perRound {
@@ -61,13 +61,13 @@ extension ConformanceScenario {
                 try context.expectWellBehaved(held.recorder, what)
             }
         }
-        let heldTime = ContinuousClock.now - heldStart
+        let heldTime = KitClock.now - heldStart
         let heldRemotes = remotes.all
         try context.expectEqual(heldRemotes.count, rounds * perRound, "calls the server saw (held open)")
 
         // The async face from many tasks: 100 tasks at once, each making ten calls one
         // after the other on the same channel.
-        let tasksStart = ContinuousClock.now
+        let tasksStart = KitClock.now
         let progress = WaitProgress("no call of the 100 tasks has ended")
         let finished = Collected<Int>()
         try await context.within(seconds: 60, quiet: 5, "\(tasks) tasks making \(callsPerTask) calls each", progress: progress) {
@@ -90,7 +90,7 @@ extension ConformanceScenario {
                 try await group.waitForAll()
             }
         }
-        let tasksTime = ContinuousClock.now - tasksStart
+        let tasksTime = KitClock.now - tasksStart
         let taskRemotes = Array(remotes.all.dropFirst(heldRemotes.count))
         try context.expectEqual(taskRemotes.count, tasks * callsPerTask, "calls the server saw (tasks)")
 
@@ -132,7 +132,7 @@ extension ConformanceScenario {
             context.record("connections", count: connections)
             context.log("\(count) calls open over \(wifi.link) on \(connections) connection(s)")
 
-            let command = ContinuousClock.now
+            let command = KitClock.now
             try context.networkStep("moving the default route to \(cellular.link) and taking \(wifi.link) down") {
                 try rig.network.routeDefault(via: cellular)
                 try rig.network.setLink(wifi, up: false)
@@ -192,7 +192,7 @@ extension ConformanceScenario {
 
         // The server resets the connection of the last call: with the calls multiplexed,
         // the one connection under all of them.
-        let resetAt = ContinuousClock.now
+        let resetAt = KitClock.now
         open[count - 1].call.send(resetMessage)
         var reasons: [String: Int] = [:]
         for (index, held) in open.enumerated() {
@@ -214,15 +214,15 @@ extension ConformanceScenario {
         // The same server still listens: the next call connects afresh and works.
         let before = remotes.count
         let message = ConformancePattern.bytes(count: 10_000, seed: 75)
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let fresh = try await context.echoCall(on: channel, message, step: "the next call on the channel")
         try context.expectOK(fresh.status, "the next call's status")
         try context.expectEqual(fresh.replies.count, 1, "messages echoed in the next call")
         try context.expectBytes(fresh.replies[0], message, "the next call's echo")
         try context.expectEqual(remotes.count, before + 1, "calls the server saw after the reset")
         let reconnected = remotes[before]
-        context.record("next call", ContinuousClock.now - started)
-        context.log("the next call came from \(reconnected) and echoed in \(milliseconds(ContinuousClock.now - started))")
+        context.record("next call", KitClock.now - started)
+        context.log("the next call came from \(reconnected) and echoed in \(milliseconds(KitClock.now - started))")
         try context.expect(
             !carriers.contains(reconnected),
             "the next call came from \(reconnected), the remote address of the connection the server reset; expected a new connection")

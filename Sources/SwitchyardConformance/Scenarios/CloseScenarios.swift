@@ -16,7 +16,7 @@ extension ConformanceScenario {
         // bytes (D8). The kernel cannot hold 1 MiB, so the write is still queued.
         let writeResult = CompletionLog()
         client.connection.write(request) { writeResult.record(0, $0) }
-        let shutdown = Task { try await client.shutdownOutput() }
+        let shutdown = Task(executorPreference: KitClock.taskExecutor) { try await client.shutdownOutput() }
         let received = try await context.readToEnd(from: server)
         try await context.step("the client's shutdownOutput") { try await shutdown.value }
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the write queued before shutdownOutput completed") { writeResult.count == 1 }
@@ -28,7 +28,7 @@ extension ConformanceScenario {
         // End of stream did not close the server's side: it still writes, and the
         // client, whose output is shut, still reads.
         let reply = ConformancePattern.bytes(count: 50_000, seed: 55)
-        let replyWriter = Task { try await server.write(reply) }
+        let replyWriter = Task(executorPreference: KitClock.taskExecutor) { try await server.write(reply) }
         let replyReceived = try await context.read(exactly: reply.count, from: client)
         try await context.step("the server's reply after end of stream") { try await replyWriter.value }
         try context.expectBytes(replyReceived, reply, "the reply the client read after shutting its output down")
@@ -59,13 +59,13 @@ extension ConformanceScenario {
     ) { context in
         let (client, server) = try await context.connectedPair()
         let payload = ConformancePattern.bytes(count: 200_000, seed: 6)
-        let writer = Task {
+        let writer = Task(executorPreference: KitClock.taskExecutor) {
             try await server.write(payload)
             server.close()
         }
         // The client does not read while the peer writes and closes (with reads paused,
         // the close is still found, after the data).
-        try await Task.sleep(for: .milliseconds(100))
+        try await KitClock.sleep(for: .milliseconds(100))
         let received = try await context.readToEnd(from: client)
         try await context.step("the server's write and close") { try await writer.value }
         try context.expectBytes(received, payload, "what the client read before end of stream")
@@ -89,8 +89,8 @@ extension ConformanceScenario {
                 let unread = try await context.write(ConformancePattern.bytes(count: 100, seed: 70), on: client.connection)
                 try context.expect(unread == nil, "the client's write the server leaves unread failed: \(unread!)")
             }
-            let pendingRead = Task { try await client.read() }
-            try await Task.sleep(for: .milliseconds(50))
+            let pendingRead = Task(executorPreference: KitClock.taskExecutor) { try await client.read() }
+            try await KitClock.sleep(for: .milliseconds(50))
             server.reset()
             try await context.expectError(code: .unavailable, reason: .reset, "the client's read when the peer reset") {
                 try await pendingRead.value
@@ -113,7 +113,7 @@ extension ConformanceScenario {
             while error == nil && attempts < 200 {
                 attempts += 1
                 error = try await context.write(chunk, on: client)
-                if error == nil { try await Task.sleep(for: .milliseconds(10)) }
+                if error == nil { try await KitClock.sleep(for: .milliseconds(10)) }
             }
             guard let error else {
                 try context.fail("200 writes to a peer that reset all completed without an error over 2 s; expected unavailable (reset)")
@@ -140,7 +140,7 @@ extension ConformanceScenario {
             let written = try await context.write(data, on: server)
             server.reset()
             // The segments cross loopback or the namespaces' link while the client's loop is held.
-            try await Task.sleep(for: .milliseconds(50))
+            try await KitClock.sleep(for: .milliseconds(50))
             hold.release()
             try context.expect(written == nil, "the server's write before its reset failed: \(written!)")
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client heard connectionDidClose after data and a reset in one wakeup", seen: events.seen) {
@@ -190,15 +190,15 @@ extension ConformanceScenario {
                 code: .cancelled, reason: .closed, "shutdownOutput after close")
             client.close()
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "connectionDidClose ran after close()", seen: events.seen) { !events.snapshot.closes.isEmpty }
-            try await Task.sleep(for: .milliseconds(50))
+            try await KitClock.sleep(for: .milliseconds(50))
             try context.expectEqual(events.snapshot.closes.count, 1, "connectionDidClose calls after closing twice")
             server.close()
         }
         // A read pending when the connection is closed locally.
         do {
             let (client, server) = try await context.connectedPair()
-            let pendingRead = Task { try await client.read() }
-            try await Task.sleep(for: .milliseconds(100))
+            let pendingRead = Task(executorPreference: KitClock.taskExecutor) { try await client.read() }
+            try await KitClock.sleep(for: .milliseconds(100))
             client.close()
             try await context.expectError(code: .cancelled, reason: .closed, "a read pending when the connection was closed locally") {
                 try await pendingRead.value
@@ -272,11 +272,11 @@ extension ConformanceScenario {
         context.log("the clients' reads ended with \(outcomes)")
 
         let clientTransport = context.client
-        let connectStarted = ContinuousClock.now
+        let connectStarted = KitClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "a new connect to \(endpoint) after the server shut down", within: 2) {
             try await clientTransport.connect(to: endpoint)
         }
-        try context.expectAtOnce(ContinuousClock.now - connectStarted, "refused after shutdown", "a new connect after the server shut down was refused")
+        try context.expectAtOnce(KitClock.now - connectStarted, "refused after shutdown", "a new connect after the server shut down was refused")
         let elsewhere = context.localEndpoint()
         try await context.expectError(code: .cancelled, reason: .shutdown, "listen on a transport that was shut down", within: 5) {
             try await server.listen(on: elsewhere)
@@ -308,16 +308,16 @@ extension ConformanceScenario {
 
         let server = context.server
         let grace: Duration = .seconds(1)
-        let started = ContinuousClock.now
-        let shutdown = Task { await server.shutdown(gracePeriod: grace) }
-        try await Task.sleep(for: .milliseconds(50))
+        let started = KitClock.now
+        let shutdown = Task(executorPreference: KitClock.taskExecutor) { await server.shutdown(gracePeriod: grace) }
+        try await KitClock.sleep(for: .milliseconds(50))
 
         let clientTransport = context.client
-        let connectStarted = ContinuousClock.now
+        let connectStarted = KitClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "a new connect during the grace period", within: 2) {
             try await clientTransport.connect(to: endpoint)
         }
-        try context.expectAtOnce(ContinuousClock.now - connectStarted, "refused in the grace period", "a new connect during the grace period was refused")
+        try context.expectAtOnce(KitClock.now - connectStarted, "refused in the grace period", "a new connect during the grace period was refused")
         // Open connections still work during the grace period.
         for (index, client) in clients.enumerated() {
             let message = ConformancePattern.bytes(count: 1000, seed: UInt64(1700 + index))
@@ -325,7 +325,7 @@ extension ConformanceScenario {
             let echoed = try await context.read(exactly: message.count, from: client, seconds: 5)
             try context.expectBytes(echoed, message, "connection \(index)'s echo during the grace period")
         }
-        try context.expect(ContinuousClock.now - started < grace, "the echoes during the grace period took longer than the grace period; the scenario cannot tell grace from force")
+        try context.expect(KitClock.now - started < grace, "the echoes during the grace period took longer than the grace period; the scenario cannot tell grace from force")
         // One connection finishes on its own during the grace period.
         try await context.step("the leaving connection's shutdownOutput", seconds: 5) { try await leaving.shutdownOutput() }
         let leftEnd = try await context.step("the leaving connection's read to end", seconds: 5) { try await leaving.read() }
@@ -333,7 +333,7 @@ extension ConformanceScenario {
         leaving.close()
 
         try await context.within(seconds: 10, "shutdown(gracePeriod: 1 s) returned") { await shutdown.value }
-        let elapsed = ContinuousClock.now - started
+        let elapsed = KitClock.now - started
         try context.expect(elapsed >= grace * 0.9, "shutdown(gracePeriod: 1 s) returned after \(elapsed) with a connection still open; expected it to wait out the grace period")
 
         try await context.waitUntil(seconds: 2, "both server connections ended") { echoes.allSatisfy { $0.state.closed } }

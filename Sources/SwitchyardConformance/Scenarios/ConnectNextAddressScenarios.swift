@@ -22,9 +22,9 @@ extension ConformanceScenario {
             defer { listener.close() }
             let port = listener.localAddress.port
             let name = Endpoint(host: "localhost", port: port)
-            let started = ContinuousClock.now
+            let started = KitClock.now
             let client = AsyncConnection(try await context.connect(to: name))
-            let elapsed = ContinuousClock.now - started
+            let elapsed = KitClock.now - started
             let server = AsyncConnection(try await context.accept(from: listener))
             context.record("localhost → \(host)", elapsed)
             context.log("connected to \(name) at \(client.connection.remoteAddress) in \(milliseconds(elapsed)) (the server listens on \(host) only)")
@@ -41,11 +41,11 @@ extension ConformanceScenario {
         let name = Endpoint(host: "localhost", port: closed.localAddress.port)
         closed.close()
         let client = context.client
-        let started = ContinuousClock.now
+        let started = KitClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "connect to \(name) with nobody listening on either address", within: 2) {
             try await client.connect(to: name)
         }
-        context.record("every address refused", ContinuousClock.now - started)
+        context.record("every address refused", KitClock.now - started)
     }
 
     /// 63. Happy Eyeballs: the first address (`::1`) black-holed or unreachable, the
@@ -87,11 +87,11 @@ extension ConformanceScenario {
                 try context.networkStep("breaking [::1]:\(port) (\(fault))") { try network.breakLoopbackIPv6(port: port, fault) }
                 let name = Endpoint(host: "localhost", port: port)
                 let socketsBefore = DescriptorSnapshot.take().targets.values.filter { $0.hasPrefix("socket:") }.count
-                let started = ContinuousClock.now
+                let started = KitClock.now
                 let connection = try await context.step("connect to \(name) with [::1] \(fault)", seconds: 15) {
                     try await client.connect(to: name, options: ConnectOptions(timeout: .seconds(8)))
                 }
-                let elapsed = ContinuousClock.now - started
+                let elapsed = KitClock.now - started
                 let accepted = try await context.accept(from: listener)
                 context.record("[::1] \(fault)", elapsed)
                 context.log("[::1] \(fault): connected to \(connection.remoteAddress) in \(milliseconds(elapsed))")
@@ -100,12 +100,12 @@ extension ConformanceScenario {
                 // The attempt to [::1] was abandoned: only the connection's two sockets
                 // are new (the client's and the accepted one).
                 var newSockets = 0
-                let settleDeadline = ContinuousClock.now + .seconds(2)
+                let settleDeadline = KitClock.now + .seconds(2)
                 repeat {
                     newSockets = DescriptorSnapshot.take().targets.values.filter { $0.hasPrefix("socket:") }.count - socketsBefore
                     if newSockets == 2 { break }
-                    try await Task.sleep(for: .milliseconds(20))
-                } while ContinuousClock.now < settleDeadline
+                    try await KitClock.sleep(for: .milliseconds(20))
+                } while KitClock.now < settleDeadline
                 try context.expectEqual(newSockets, 2, "sockets opened by the connect to \(name) and still open 2 s later (the connection's two ends; a third is the abandoned attempt to [::1])")
                 let echo = AsyncConnection(connection)
                 let server = AsyncConnection(accepted)

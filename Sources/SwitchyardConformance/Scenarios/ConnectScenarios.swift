@@ -58,7 +58,7 @@ extension ConformanceScenario {
         let socket = context.clientTransportBackend?.travelsOverTCP == true
             ? SocketDescriptors.establishedInode(localPort: client.localAddress.port, remotePort: client.remoteAddress.port)
             : nil
-        let closing = ContinuousClock.now
+        let closing = KitClock.now
         client.close()
         client.close()
         if let socket {
@@ -66,7 +66,7 @@ extension ConformanceScenario {
             try await context.waitUntil(seconds: 2, "the closed connection's descriptor was released") {
                 !DescriptorSnapshot.take().targets.values.contains(target)
             }
-            try context.expectAtOnce(ContinuousClock.now - closing, "descriptor released", "close() released the connection's descriptor")
+            try context.expectAtOnce(KitClock.now - closing, "descriptor released", "close() released the connection's descriptor")
         }
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client's connectionDidClose ran after close()", seen: clientEvents.seen) { !clientEvents.snapshot.closes.isEmpty }
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server saw end of stream after the client closed", seen: serverEvents.seen) { serverEvents.snapshot.readEnds > 0 }
@@ -74,7 +74,7 @@ extension ConformanceScenario {
         server.close()
         server.close()
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server's connectionDidClose ran after close()", seen: serverEvents.seen) { !serverEvents.snapshot.closes.isEmpty }
-        try await Task.sleep(for: .milliseconds(100))
+        try await KitClock.sleep(for: .milliseconds(100))
         for (side, events) in [("client", clientEvents.snapshot), ("server", serverEvents.snapshot)] {
             try context.expectEqual(events.closes.count, 1, "how many times the \(side)'s connectionDidClose ran after close() was called repeatedly")
             try context.expect(events.closes[0] == nil, "the \(side)'s connectionDidClose after a local close got \(String(describing: events.closes[0])); expected nil")
@@ -138,11 +138,11 @@ extension ConformanceScenario {
         let closed = context.endpoint(of: listener)
         listener.close()
         let client = context.client
-        let started = ContinuousClock.now
+        let started = KitClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "connect to \(closed), closed", within: 2) {
             try await client.connect(to: closed)
         }
-        try context.expectAtOnce(ContinuousClock.now - started, "refused", "refused")
+        try context.expectAtOnce(KitClock.now - started, "refused", "refused")
     }
 
     /// 9. A name that does not resolve fails at once, not after a timeout.
@@ -152,21 +152,21 @@ extension ConformanceScenario {
     ) { context in
         if context.listensOnPaths { try context.skip("\(context.serverBackend) listens on socket paths: no host names on its network") }
         let client = context.client
-        let started = ContinuousClock.now
+        let started = KitClock.now
         try await context.expectError(code: .unavailable, reason: .nameResolution, "connect to no-such-host.invalid", within: 2) {
             try await client.connect(to: Endpoint(host: "no-such-host.invalid", port: 80))
         }
-        try context.expectAtOnce(ContinuousClock.now - started, ".invalid name", "the connect to a .invalid name failed")
+        try context.expectAtOnce(KitClock.now - started, ".invalid name", "the connect to a .invalid name failed")
         // `.invalid` may be answered without a query (RFC 6761); a `.test` name goes to the
         // system resolver for real, which fails at once on a machine whose resolver gives
         // a definite answer (no such name, or no network to ask). Its time is the system
         // resolver's (a DNS round trip where there is a server to ask), not the backend's,
         // so it is recorded and held to 2 s, not to the 100 ms of the `.invalid` name.
-        let resolverStarted = ContinuousClock.now
+        let resolverStarted = KitClock.now
         try await context.expectError(code: .unavailable, reason: .nameResolution, "connect to switchyard-no-such-host.test", within: 2) {
             try await client.connect(to: Endpoint(host: "switchyard-no-such-host.test", port: 80))
         }
-        let resolved = ContinuousClock.now - resolverStarted
+        let resolved = KitClock.now - resolverStarted
         context.record("via resolver", resolved)
         context.log("through the resolver, the connect failed after \(resolved)")
     }

@@ -34,14 +34,14 @@ extension ConformanceScenario {
         }
         try context.expectEqual(channel.openCalls, 3, "open calls before the change")
 
-        let changed = ContinuousClock.now
+        let changed = KitClock.now
         monitor.report(ConnectivityPath(category: .cellular, interface: "wwan0"))
         for (index, recorder) in recorders.enumerated() {
             let status = try await context.status(of: recorder, "call \(index) after the change to cellular", seconds: 5)
             try context.expectStatus(status, code: .unavailable, reason: .connectivityChanged, "call \(index) after the change to cellular")
             try context.expectWellBehaved(recorder, "call \(index)")
         }
-        try context.expectAtOnce(ContinuousClock.now - changed, "calls ended", "every open call ended unavailable (connectivity changed)")
+        try context.expectAtOnce(KitClock.now - changed, "calls ended", "every open call ended unavailable (connectivity changed)")
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel forgot its ended calls") { channel.openCalls == 0 }
 
         // The next call connects afresh and works.
@@ -55,11 +55,11 @@ extension ConformanceScenario {
 
         // Nothing connects while the category is none: fail at once, not after a timeout.
         monitor.report(.none)
-        let started = ContinuousClock.now
+        let started = KitClock.now
         try await context.expectError(code: .unavailable, reason: .noConnectivity, "a call with no connectivity", within: 2) {
             try await channel.startCall(handler: CallRecorder())
         }
-        try context.expectAtOnce(ContinuousClock.now - started, "no connectivity", "with no connectivity a new call failed")
+        try context.expectAtOnce(KitClock.now - started, "no connectivity", "with no connectivity a new call failed")
 
         // A link returns: calls work again.
         monitor.report(ConnectivityPath(category: .wifi, interface: "wlan0"))

@@ -60,7 +60,7 @@ extension ConformanceScenario {
             }
             // While the connections wait and no descriptor is free: CPU, and the open ones.
             let cpuBefore = processCPUTime()
-            let wallStart = ContinuousClock.now
+            let wallStart = KitClock.now
             for round in 0..<5 where problems.isEmpty {
                 for (index, socket) in open.enumerated() {
                     if let problem = socket.echo(ConformancePattern.bytes(count: 512, seed: UInt64(611_000 + 10 * round + index)), milliseconds: 5_000) {
@@ -69,7 +69,7 @@ extension ConformanceScenario {
                 }
                 _ = poll(nil, 0, 200)
             }
-            let wall = ContinuousClock.now - wallStart
+            let wall = KitClock.now - wallStart
             let cpu = processCPUTime() - cpuBefore
             let stillExhausted = exhaustion.stillExhausted()
             exhaustion.end()
@@ -109,12 +109,12 @@ extension ConformanceScenario {
         context.log("after descriptors freed up: \(accepted) waiting connections accepted, \(shed) shed")
 
         // Accepting resumed: a new connection is accepted and echoes.
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let fresh = AsyncConnection(try await context.connect(to: endpoint))
         let ping = ConformancePattern.bytes(count: 512, seed: 613_000)
         try await context.step("an echo on a new connection after descriptors freed up") { try await fresh.write(ping) }
         try context.expectBytes(try await context.read(exactly: ping.count, from: fresh, seconds: 10), ping, "the echo on a new connection after descriptors freed up")
-        context.record("new connection echoed after", ContinuousClock.now - started)
+        context.record("new connection echoed after", KitClock.now - started)
         fresh.close()
         for (index, socket) in open.enumerated() {
             if let problem = socket.echo(ConformancePattern.bytes(count: 512, seed: UInt64(614_000 + index)), milliseconds: 10_000) {
@@ -162,7 +162,7 @@ private enum RawEcho: Sendable {
 private func rawEchoOrEnd(_ socket: RawClientSocket, tag: UInt64) async -> RawEcho {
     let bytes = withUnsafeBytes(of: tag.littleEndian) { Array($0) }
     while socket.wait(for: Int16(POLLOUT), milliseconds: 0) == 0 {
-        try? await Task.sleep(for: .milliseconds(5))
+        try? await KitClock.sleep(for: .milliseconds(5))
     }
     let code = socket.connectError()
     if code == ECONNRESET || code == ECONNREFUSED || code == EPIPE { return .ended }
@@ -183,7 +183,7 @@ private func rawEchoOrEnd(_ socket: RawClientSocket, tag: UInt64) async -> RawEc
         case .failed(let error):
             return error == ECONNRESET ? .ended : .failed("recv failed: \(String(cString: strerror(error)))")
         case .nothing:
-            try? await Task.sleep(for: .milliseconds(5))
+            try? await KitClock.sleep(for: .milliseconds(5))
         }
     }
     return .failed("cancelled")

@@ -71,7 +71,7 @@ extension ConformanceScenario {
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "every closed connection's connectionDidClose ran") {
             finished.allSatisfy { !$0.client.snapshot.closes.isEmpty && !$0.server.snapshot.closes.isEmpty }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await KitClock.sleep(for: .milliseconds(100))
         var clientBytes = 0
         for (round, record) in finished.enumerated() {
             for (side, events, expected) in [("client", record.client.snapshot, record.toClient), ("server", record.server.snapshot, record.toServer)] {

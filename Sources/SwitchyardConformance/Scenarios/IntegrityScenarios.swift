@@ -11,7 +11,7 @@ extension ConformanceScenario {
     ) { context in
         let listener = try await context.listen()
         defer { listener.close() }
-        let echoes = Task {
+        let echoes = Task(executorPreference: KitClock.taskExecutor) {
             for await connection in listener.connections { EchoHandler(connection).start() }
         }
         defer { echoes.cancel() }
@@ -23,12 +23,12 @@ extension ConformanceScenario {
         ]
         for (index, testCase) in cases.enumerated() {
             let size = testCase.size
-            let started = ContinuousClock.now
+            let started = KitClock.now
             let client = AsyncConnection(try await context.connect(to: context.endpoint(of: listener)))
             let payload = ConformancePattern.bytes(count: size, seed: UInt64(300 + index))
             // The writer runs beside the reader: the echo server stops reading while its
             // writes are pending, so a client that wrote everything first could deadlock.
-            let writer = Task {
+            let writer = Task(executorPreference: KitClock.taskExecutor) {
                 if testCase.oneWrite {
                     try await client.write(payload)
                     return 1
@@ -56,7 +56,7 @@ extension ConformanceScenario {
             let writes = try await context.step("the writer of \(size) bytes") { try await writer.value }
             try context.expectBytes(echoed, payload, "the echo of \(size) bytes written in \(writes) writes")
             client.close()
-            context.log("\(size) bytes in \(writes) writes echoed intact in \(ContinuousClock.now - started)")
+            context.log("\(size) bytes in \(writes) writes echoed intact in \(KitClock.now - started)")
         }
     }
 
@@ -67,14 +67,14 @@ extension ConformanceScenario {
     ) { context in
         let listener = try await context.listen()
         defer { listener.close() }
-        let echoes = Task {
+        let echoes = Task(executorPreference: KitClock.taskExecutor) {
             for await connection in listener.connections { EchoHandler(connection).start() }
         }
         defer { echoes.cancel() }
         let endpoint = context.endpoint(of: listener)
         let client = context.client
         let count = 1000
-        let started = ContinuousClock.now
+        let started = KitClock.now
         // What the connections have done so far, for a failure to say: a backend that
         // loses bytes leaves echoes short, and the wait ends once none moved for a while.
         let tally = EchoTally(count: count)
@@ -120,7 +120,7 @@ extension ConformanceScenario {
             }
         }
         try context.expectEqual(succeeded, count, "connections that echoed")
-        context.log("\(count) connections echoed in \(ContinuousClock.now - started)")
+        context.log("\(count) connections echoed in \(KitClock.now - started)")
     }
 
     /// 11. Completion order, and completions when closing with writes queued.
@@ -141,7 +141,7 @@ extension ConformanceScenario {
             expected.reserveCapacity(payloads.reduce(0) { $0 + $1.count })
             for payload in payloads { expected += payload }
             let total = expected.count
-            let reader = Task { [server] in try await context.read(exactly: total, from: server, seconds: 60) }
+            let reader = Task(executorPreference: KitClock.taskExecutor) { [server] in try await context.read(exactly: total, from: server, seconds: 60) }
             let log = CompletionLog()
             for (index, payload) in payloads.enumerated() {
                 // Both write paths, alternately.
@@ -153,7 +153,7 @@ extension ConformanceScenario {
             }
             let received = try await reader.value
             try await context.waitUntil(seconds: 10, quiet: quietLimit, "all 1000 write completions ran (\(log.count) did)") { log.count >= 1000 }
-            try await Task.sleep(for: .milliseconds(100))
+            try await KitClock.sleep(for: .milliseconds(100))
             let entries = log.all
             try context.expectEqual(entries.count, 1000, "how many write completions ran for 1000 writes")
             if let misplaced = entries.enumerated().first(where: { $0.offset != $0.element.index }) {
@@ -180,7 +180,7 @@ extension ConformanceScenario {
             }
             client.close()
             try await context.waitUntil(seconds: 20, quiet: quietLimit, "all \(count) completions ran after close (\(log.count) did)") { log.count >= count }
-            try await Task.sleep(for: .milliseconds(100))
+            try await KitClock.sleep(for: .milliseconds(100))
             let entries = log.all
             try context.expectEqual(entries.count, count, "how many completions ran for \(count) writes queued before close")
             var seen = [Bool](repeating: false, count: count)

@@ -31,15 +31,15 @@ extension ConformanceScenario {
             let open = try await rig.openCall(on: channel, seed: 76)
 
             // Three keepalive periods of quiet: pings go out and are answered.
-            let quietStart = ContinuousClock.now
-            while ContinuousClock.now - quietStart < keepaliveTime * 3 {
+            let quietStart = KitClock.now
+            while KitClock.now - quietStart < keepaliveTime * 3 {
                 if let status = open.recorder.status {
-                    try context.fail("the idle call ended after \(milliseconds(ContinuousClock.now - quietStart)) of quiet on a healthy path with \(status); its pings were answered")
+                    try context.fail("the idle call ended after \(milliseconds(KitClock.now - quietStart)) of quiet on a healthy path with \(status); its pings were answered")
                 }
-                try await Task.sleep(for: .milliseconds(20))
+                try await KitClock.sleep(for: .milliseconds(20))
             }
 
-            let fault = ContinuousClock.now
+            let fault = KitClock.now
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: rig.port) }
             let status = try await context.status(of: open.recorder, "the idle call in the black hole", seconds: (keepaliveBound + .seconds(4)) / .seconds(1))
             let elapsed = (open.recorder.closedAt ?? .now) - fault
@@ -54,12 +54,12 @@ extension ConformanceScenario {
 
             try context.networkStep("lifting the black hole") { try rig.network.liftBlackHole() }
             let message = ConformancePattern.bytes(count: 1000, seed: 760)
-            let started = ContinuousClock.now
+            let started = KitClock.now
             let next = try await context.echoCall(on: channel, message, step: "the next call after the black hole was lifted")
             try context.expectOK(next.status, "the next call after the black hole was lifted")
             try context.expectEqual(next.replies.count, 1, "messages echoed in the next call")
             try context.expectBytes(next.replies[0], message, "the next call's echo")
-            context.record("next call", ContinuousClock.now - started)
+            context.record("next call", KitClock.now - started)
             try context.expect(
                 next.local != open.call.connection.localAddress,
                 "the next call came from \(next.local), the address of the connection keepalive closed; expected a new connection")
@@ -77,7 +77,7 @@ extension ConformanceScenario {
         }
         defer { server.closeNow() }
         let served = Collected<ContinuousClock.Instant>()
-        let serving = Task {
+        let serving = Task(executorPreference: KitClock.taskExecutor) {
             await server.serve()
             served.append(.now)
         }
@@ -93,10 +93,10 @@ extension ConformanceScenario {
             open.append((call, recorder))
         }
 
-        let closed = ContinuousClock.now
+        let closed = KitClock.now
         server.close()
         // Give the GOAWAY the time to reach the client (loopback: well under 100 ms).
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expect(served.count == 0, "serve() returned while \(count) calls were still open")
         for (index, held) in open.enumerated() {
             let what = "call \(index + 1) of \(count) after the server's close"

@@ -1,5 +1,6 @@
 import Switchyard
 import SwitchyardCalls
+import SwitchyardSimulation
 
 // Stalls and resets on a real path (DESIGN.md, behaviour 3): two network namespaces
 // joined by a veth pair (`FaultNetwork`), the client transport's loops in one and the
@@ -28,7 +29,7 @@ extension ConformanceScenario {
     static func linkDownStall(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
         try await context.withFaultNetwork(family: family) { rig in
             let (active, waiting) = try await rig.activeAndWaitingCalls()
-            let fault = ContinuousClock.now
+            let fault = KitClock.now
             try context.networkStep("taking the client's link down") { try rig.network.takeClientLinkDown() }
             active.call.send(ConformancePattern.bytes(count: 1 << 20, seed: 30))
             try await context.expectStalls(
@@ -46,7 +47,7 @@ extension ConformanceScenario {
     static func blackHoleStall(_ family: FaultNetwork.Family) -> @Sendable (ConformanceContext) async throws -> Void { { context in
         try await context.withFaultNetwork(family: family) { rig in
             let (active, waiting) = try await rig.activeAndWaitingCalls()
-            let fault = ContinuousClock.now
+            let fault = KitClock.now
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: rig.port) }
             active.call.send(ConformancePattern.bytes(count: 1 << 20, seed: 31))
             try await context.expectStalls(
@@ -65,10 +66,10 @@ extension ConformanceScenario {
         try await context.withFaultNetwork(family: family) { rig in
             let (active, _) = try await rig.activeCall()
             try context.networkStep("injecting resets on the server port") { try rig.network.injectReset(port: rig.port) }
-            let fault = ContinuousClock.now
+            let fault = KitClock.now
             active.call.send([1, 2, 3])
             let status = try await context.status(of: active.recorder, "the call after the reset", seconds: 5)
-            let elapsed = ContinuousClock.now - fault
+            let elapsed = KitClock.now - fault
             context.record("reset", elapsed)
             context.log("\(rig.pair): the call ended \(status.error.map(describe) ?? "OK") \(milliseconds(elapsed)) after it sent into the reset")
             try context.expectStatus(status, code: .unavailable, reason: .reset, "the call after the reset")
@@ -81,7 +82,7 @@ extension ConformanceScenario {
 /// A fault network with a call server inside, and the transports on both sides.
 struct FaultRig: Sendable {
     let context: ConformanceContext
-    let network: FaultNetwork
+    let network: any FaultPath
     let client: any Transport
     let server: any Transport
     let callServer: CallServer
@@ -90,6 +91,14 @@ struct FaultRig: Sendable {
 
     var port: Int { callServer.localAddress.port }
     var target: Endpoint { Endpoint(host: network.serverAddress, port: port) }
+    /// The namespaces, for the steps only they can take (routes, addresses, several
+    /// links): the layouts other than `direct`, which run in namespaces only.
+    var namespaces: FaultNetwork {
+        guard let namespaces = network as? FaultNetwork else {
+            preconditionFailure("a \(type(of: network)) runs the direct layout only (a bug in the scenario)")
+        }
+        return namespaces
+    }
     var pair: String { "\(context.clientBackend)→\(context.serverBackend)" }
 
     struct OpenCall: Sendable {
@@ -120,7 +129,7 @@ struct FaultRig: Sendable {
         let before = held.count
         open.call.send(holdRequest)
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server received the held request") { held.count > before }
-        try await Task.sleep(for: .milliseconds(50))
+        try await KitClock.sleep(for: .milliseconds(50))
     }
 
     /// A call that will send into the fault, and a call that sent a request the server
@@ -140,6 +149,10 @@ extension ConformanceContext {
     /// TCP sockets.
     /// Everything it made is removed afterwards, also when `body` fails.
     ///
+    /// A pair of the simulation runs the `direct` layout on a simulated network of its
+    /// own instead (``SimulatedFaultNetwork``), in virtual time, without root; the other
+    /// layouts skip there.
+    ///
     /// `clientSettings` changes the client transport's configuration (the server's stays
     /// as it is); a client backend that refuses the change with `invalidArgument` skips
     /// the scenario with its message. `serverConfiguration` is the call server's.
@@ -152,31 +165,59 @@ extension ConformanceContext {
         guard let clientBackend = clientTransportBackend, let serverBackend = serverTransportBackend else {
             try skip("the runner did not say which backends to make transports of")
         }
-        guard clientBackend.travelsOverTCP && serverBackend.travelsOverTCP else {
-            try skip("\(pair) has no TCP sockets to put in network namespaces")
+        let network: any FaultPath
+        if SimulatedFaultNetwork.runs(clientBackend, serverBackend) {
+            guard case .direct = layout else {
+                try skip("\(pair): the simulated fault network has one path (the direct layout); this scenario needs several links")
+            }
+            let simulated: SimulatedFaultNetwork
+            do {
+                simulated = try SimulatedFaultNetwork(family: family)
+            } catch {
+                try fail("could not make the simulated fault network: \(error)")
+            }
+            log("\(simulated.network) (\(SimulatedNetwork.seedVariable)=\(simulated.network.seed) replays it)")
+            network = simulated
+        } else {
+            guard clientBackend.travelsOverTCP && serverBackend.travelsOverTCP else {
+                try skip("\(pair) has no TCP sockets to put in network namespaces")
+            }
+            if let reason = FaultNetwork.unavailableReason {
+                try skip("\(reason) (network namespaces, veth, nft)")
+            }
+            do {
+                network = try FaultNetwork.make(layout, family: family)
+            } catch {
+                try fail("could not make the fault network: \(error)")
+            }
         }
-        if let reason = FaultNetwork.unavailableReason {
-            try skip("\(reason) (network namespaces, veth, nft)")
+        try await network.run {
+            try await self.runFaultRig(
+                network, clientBackend: clientBackend, serverBackend: serverBackend, clientSettings: clientSettings,
+                serverConfiguration: serverConfiguration, body)
         }
-        let network: FaultNetwork
-        do {
-            network = try FaultNetwork.make(layout, family: family)
-        } catch {
-            try fail("could not make the fault network: \(error)")
-        }
+    }
+
+    /// The transports, the call server and `body` of ``withFaultNetwork(_:family:clientSettings:serverConfiguration:_:)``
+    /// on `network`, in its time; everything it made is torn down afterwards.
+    private func runFaultRig(
+        _ network: any FaultPath, clientBackend: TransportBackend, serverBackend: TransportBackend,
+        clientSettings: @escaping @Sendable (inout TransportConfiguration) -> Void,
+        serverConfiguration: CallServerConfiguration, _ body: @escaping @Sendable (FaultRig) async throws -> Void
+    ) async throws {
         var configuration = self.configuration
         configuration.eventLoopCount = 1
         configuration.stallTimeout = faultStallTimeout
         var transports: [any Transport] = []
         var callServer: CallServer?
         do {
-            let server = try await network.makeTransport(serverBackend, in: network.serverNamespace, configuration: configuration)
+            let server = try await network.makeServerTransport(serverBackend, configuration: configuration)
             transports.append(server)
             var clientConfiguration = configuration
             clientSettings(&clientConfiguration)
             let client: any Transport
             do {
-                client = try await network.makeTransport(clientBackend, in: network.clientNamespace, configuration: clientConfiguration)
+                client = try await network.makeClientTransport(clientBackend, configuration: clientConfiguration)
             } catch let error as TransportError where error.code == .invalidArgument {
                 try skip("the \(clientBackend.name) client cannot be made so: \(error.message)")
             }
@@ -205,7 +246,7 @@ extension ConformanceContext {
         await tearDown(callServer, transports, network)
     }
 
-    private func tearDown(_ callServer: CallServer?, _ transports: [any Transport], _ network: FaultNetwork) async {
+    private func tearDown(_ callServer: CallServer?, _ transports: [any Transport], _ network: any FaultPath) async {
         callServer?.closeNow()
         for transport in transports {
             _ = try? await within(seconds: 10, "shutting down a transport in a namespace") { await transport.shutdownNow() }
@@ -230,11 +271,11 @@ extension ConformanceContext {
     ) async throws {
         var ended: [ContinuousClock.Instant?] = Array(repeating: nil, count: calls.count)
         let deadline = fault + stallBound + .seconds(4)
-        while ended.contains(where: { $0 == nil }) && ContinuousClock.now < deadline {
+        while ended.contains(where: { $0 == nil }) && KitClock.now < deadline {
             for (index, (_, recorder)) in calls.enumerated() where ended[index] == nil && recorder.status != nil {
-                ended[index] = .now
+                ended[index] = KitClock.now
             }
-            try await Task.sleep(for: .milliseconds(2))
+            try await KitClock.sleep(for: .milliseconds(2))
         }
         for (index, (name, recorder)) in calls.enumerated() {
             guard let at = ended[index], let status = recorder.status else {

@@ -37,7 +37,7 @@ extension ConformanceScenario {
             let waiting = try await rig.openCall(on: channel, seed: 34, over: wifi)
             try await rig.base.hold(waiting)
 
-            let command = ContinuousClock.now
+            let command = KitClock.now
             try context.networkStep("moving the default route to \(cellular.link) and taking \(wifi.link) down") {
                 try rig.network.routeDefault(via: cellular)
                 try rig.network.setLink(wifi, up: false)
@@ -67,24 +67,24 @@ extension ConformanceScenario {
             defer { channel.close() }
             let open = try await rig.openCall(on: channel, seed: 35, over: wifi)
 
-            let command = ContinuousClock.now
+            let command = KitClock.now
             try context.networkStep("taking \(wifi.link) and \(cellular.link) down") {
                 try rig.network.batch(["link set \(wifi.link) down", "link set \(cellular.link) down"])
             }
             let report = try await rig.report(after: 0, since: command, "every link down") { $0.category == .none }
             try await rig.expectEnded([("the open call", open)], reason: .connectivityChanged, report: report, command: command)
 
-            let started = ContinuousClock.now
+            let started = KitClock.now
             try await context.expectError(code: .unavailable, reason: .noConnectivity, "a new call with no connectivity", within: 2) {
                 try await channel.startCall(handler: CallRecorder())
             }
-            let failed = ContinuousClock.now - started
+            let failed = KitClock.now - started
             context.record("no connectivity", failed)
             context.log("with no connectivity a new call failed unavailable (no connectivity) in \(fineMilliseconds(failed))")
             try context.expect(failed < .milliseconds(100), "a new call with no connectivity took \(milliseconds(failed)) to fail; expected at once")
 
             let count = rig.changes.count
-            let back = ContinuousClock.now
+            let back = KitClock.now
             try context.networkStep("bringing \(cellular.link) up with a default route") {
                 try rig.network.setLink(cellular, up: true)
                 try rig.network.routeDefault(via: cellular)
@@ -107,16 +107,16 @@ extension ConformanceScenario {
             defer { channel.close() }
             let open = try await rig.openCall(on: channel, seed: 36, over: wifi)
             // Nothing pending before the flap: the monitor has reported nothing.
-            try await Task.sleep(for: .milliseconds(100))
+            try await KitClock.sleep(for: .milliseconds(100))
             try context.expectEqual(rig.changes.count, 0, "changes the monitor reported before the flap")
 
             let toggles = (0..<10).map { "link set \(wifi.link) \($0.isMultiple(of: 2) ? "down" : "up")" }
-            let start = ContinuousClock.now
+            let start = KitClock.now
             try context.networkStep("toggling \(wifi.link) ten times in one ip batch") { try rig.network.batch(toggles) }
-            let flapTime = ContinuousClock.now - start
+            let flapTime = KitClock.now - start
             // The debounce reports a burst 50 ms after its last message, and holds a change
             // back at most 500 ms: a second is ample for everything the flap causes.
-            try await Task.sleep(for: .seconds(1))
+            try await KitClock.sleep(for: .seconds(1))
             let flap = rig.changes.all
             let list = flap.map { "\($0.path) at +\(milliseconds($0.at - start))" }.joined(separator: ", ")
             context.record("changes", count: flap.count)
@@ -130,7 +130,7 @@ extension ConformanceScenario {
             try context.expectStatus(status, code: .unavailable, reason: .connectivityChanged, "the open call after the flap")
             try context.expectWellBehaved(open.recorder, "the open call after the flap")
 
-            let routed = ContinuousClock.now
+            let routed = KitClock.now
             try context.networkStep("routing the default route over \(wifi.link) again") { try rig.network.routeDefault(via: wifi) }
             _ = try await rig.report(after: flap.count, since: routed, "the default route back on \(wifi.link)") {
                 $0 == wifi.monitoredPath(.wifi)
@@ -161,7 +161,7 @@ struct MonitoredRig: Sendable {
     let changes: Collected<PathReport>
 
     var context: ConformanceContext { base.context }
-    var network: FaultNetwork { base.network }
+    var network: FaultNetwork { base.namespaces }
     var wifi: FaultNetwork.Path { network.paths[0] }
     var cellular: FaultNetwork.Path { network.paths[1] }
 
@@ -194,11 +194,11 @@ struct MonitoredRig: Sendable {
                 context.log("the monitor reported \(hit.path) \(milliseconds(hit.at - command)) after the ip command (\(what))")
                 return hit.at
             }
-            if ContinuousClock.now >= deadline {
+            if KitClock.now >= deadline {
                 let seen = changes.all.map(\.path.description).joined(separator: ", ")
                 throw context.failure("the monitor did not report \(what) within \(reportBound) of the ip command; it reported [\(seen)], current \(monitor.current)", file: file, line: line)
             }
-            try await Task.sleep(for: .milliseconds(1))
+            try await KitClock.sleep(for: .milliseconds(1))
         }
     }
 
@@ -235,7 +235,7 @@ struct MonitoredRig: Sendable {
         on channel: CallChannel, over path: FaultNetwork.Path, _ what: String, file: String = #fileID, line: Int = #line
     ) async throws {
         let recorder = CallRecorder()
-        let started = ContinuousClock.now
+        let started = KitClock.now
         let call = try await context.startCall(on: channel, handler: recorder, file: file, line: line)
         let source = call.connection.localAddress.host
         call.send([3, 4, 5])
@@ -260,7 +260,7 @@ extension ConformanceContext {
         _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
     ) async throws {
         try await withFaultNetwork(layout, family: family) { rig in
-            let network = rig.network
+            let network = rig.namespaces
             let monitor: NetlinkConnectivityMonitor
             do {
                 monitor = try await network.run(in: network.clientNamespace) { try NetlinkConnectivityMonitor() }

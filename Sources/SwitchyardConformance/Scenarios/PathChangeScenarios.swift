@@ -50,16 +50,16 @@ extension ConformanceScenario {
 
             // Messages flow on the first call while the route moves: a message every
             // millisecond, each echoed, until the call ends (at most two seconds' worth).
-            let pump = Task {
+            let pump = Task(executorPreference: KitClock.taskExecutor) {
                 for index in 0..<2000 where flowing.recorder.status == nil {
                     flowing.call.send(ConformancePattern.bytes(count: 1024, seed: UInt64(38_000 + index)))
-                    try? await Task.sleep(for: .milliseconds(1))
+                    try? await KitClock.sleep(for: .milliseconds(1))
                 }
             }
             defer { pump.cancel() }
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "messages flowed on the first call", seen: flowing.recorder.seen) { flowing.recorder.messageCount >= 10 }
 
-            let command = ContinuousClock.now
+            let command = KitClock.now
             try context.networkStep("moving the default route from \(wlan0.link) to \(wlan1.link)") {
                 try rig.network.routeDefault(via: wlan1)
             }
@@ -93,7 +93,7 @@ extension ConformanceScenario {
             let open = try await rig.openCall(on: channel, seed: 41, over: wlan0)
 
             // A new address alone ends nothing.
-            var command = ContinuousClock.now
+            var command = KitClock.now
             do {
                 try await rig.network.addClientAddress(renewed, to: wlan0)
             } catch {
@@ -101,14 +101,14 @@ extension ConformanceScenario {
             }
             let both = ConnectivityPath(category: .wifi, interface: wlan0.link, addresses: [wlan0.clientAddress, renewed])
             let added = try await rig.report(after: 0, since: command, "\(renewed) added to \(wlan0.link)") { $0 == both }
-            try await Task.sleep(until: added + .milliseconds(150), clock: .continuous)
+            try await KitClock.sleep(until: added + .milliseconds(150))
             try context.expect(open.recorder.status == nil, "the open call ended when an address was added: \(open.recorder.status.map { "\($0)" } ?? "")")
             let before = open.recorder.messageCount
             open.call.send(ConformancePattern.bytes(count: 100, seed: 42))
             try await context.waitUntil(seconds: 5, "the open call echoed after the address was added") { open.recorder.messageCount > before }
 
             let count = rig.changes.count
-            command = ContinuousClock.now
+            command = KitClock.now
             try context.networkStep("removing \(wlan0.clientAddress) from \(wlan0.link)") {
                 try rig.network.removeClientAddress(wlan0.clientAddress, from: wlan0)
             }

@@ -24,11 +24,11 @@ extension ConformanceScenario {
             let client = rig.client
             let target = rig.target
             let before = DescriptorSnapshot.take()
-            let started = ContinuousClock.now
+            let started = KitClock.now
             try await context.expectError(code: .deadlineExceeded, reason: .connectTimeout, "a connect to \(target) through the black hole with a \(blackHoleConnectTimeout) timeout", within: 10) {
                 try await client.connect(to: target, options: ConnectOptions(timeout: blackHoleConnectTimeout))
             }
-            let elapsed = ContinuousClock.now - started
+            let elapsed = KitClock.now - started
             context.record("connect timeout", elapsed)
             context.log("the connect with a \(blackHoleConnectTimeout) timeout ended after \(fineMilliseconds(elapsed))")
             try context.expect(elapsed >= blackHoleConnectTimeout - .milliseconds(10), "the connect ended after \(fineMilliseconds(elapsed)), before its \(blackHoleConnectTimeout) timeout")
@@ -53,25 +53,25 @@ extension ConformanceScenario {
             for round in 0..<2 {
                 let before = DescriptorSnapshot.take()
                 let pending = try await context.pendingConnect(from: client, to: target, "the connect into the black hole (round \(round))")
-                let cancelled = ContinuousClock.now
+                let cancelled = KitClock.now
                 pending.cancel()
                 try await context.expectError(code: .cancelled, reason: .taskCancelled, "the connect whose task was cancelled (round \(round))", within: 5) {
                     try await pending.value
                 }
-                try context.expectAtOnce(ContinuousClock.now - cancelled, round == 0 ? "task cancelled" : "task cancelled again", "the connect whose task was cancelled (round \(round)) ended")
+                try context.expectAtOnce(KitClock.now - cancelled, round == 0 ? "task cancelled" : "task cancelled again", "the connect whose task was cancelled (round \(round)) ended")
                 try await context.expectDescriptorsReleased(since: before, "the cancelled connect (round \(round))")
             }
 
             // The transport's shutdownNow.
             let pending = try await context.pendingConnect(from: client, to: target, "the connect into the black hole before shutdownNow")
-            let stopping = ContinuousClock.now
-            let shutdown = Task { await client.shutdownNow() }
+            let stopping = KitClock.now
+            let shutdown = Task(executorPreference: KitClock.taskExecutor) { await client.shutdownNow() }
             try await context.expectError(code: .cancelled, reason: .shutdown, "the connect pending when its transport shut down", within: 5) {
                 try await pending.value
             }
-            try context.expectAtOnce(ContinuousClock.now - stopping, "shutdownNow", "the connect pending when shutdownNow() began ended")
+            try context.expectAtOnce(KitClock.now - stopping, "shutdownNow", "the connect pending when shutdownNow() began ended")
             try await context.within(seconds: 10, "shutdownNow() returned") { await shutdown.value }
-            context.log("shutdownNow() returned after \(fineMilliseconds(ContinuousClock.now - stopping))")
+            context.log("shutdownNow() returned after \(fineMilliseconds(KitClock.now - stopping))")
         }
     }
 }
@@ -84,11 +84,11 @@ extension ConformanceContext {
         from client: any Transport, to target: Endpoint, _ what: String, file: String = #fileID, line: Int = #line
     ) async throws -> Task<any Connection, any Error> {
         let ended = Collected<Int>()
-        let task = Task {
+        let task = Task(executorPreference: KitClock.taskExecutor) {
             defer { ended.append(1) }
             return try await client.connect(to: target, options: ConnectOptions(timeout: .seconds(30)))
         }
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         guard ended.count > 0 else { return task }
         switch await task.result {
         case .success(let connection):
@@ -112,10 +112,10 @@ extension ConformanceContext {
         func openSockets() -> [(fd: Int32, target: String)] {
             DescriptorSnapshot.take().opened(since: before).filter { $0.target.hasPrefix("socket:") }
         }
-        let started = ContinuousClock.now
+        let started = KitClock.now
         var left = openSockets()
-        while !left.isEmpty && ContinuousClock.now - started < .seconds(1) {
-            try await Task.sleep(for: .milliseconds(5))
+        while !left.isEmpty && KitClock.now - started < .seconds(1) {
+            try await KitClock.sleep(for: .milliseconds(5))
             left = openSockets()
         }
         let list = left.map { "fd \($0.fd) → \($0.target)" }.joined(separator: ", ")

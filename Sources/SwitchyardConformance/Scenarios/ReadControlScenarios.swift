@@ -14,7 +14,7 @@ extension ConformanceScenario {
 
         let first = ConformancePattern.bytes(count: 1000, seed: 12)
         try context.expectEqual(try await context.write(first, on: client), nil, "the first write's completion")
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expectEqual(events.byteCount, 0, "bytes delivered to a handler that never called startReading")
 
         server.startReading()
@@ -25,7 +25,7 @@ extension ConformanceScenario {
         try await context.barrier(on: server.eventLoop, "after stopReading")
         let second = ConformancePattern.bytes(count: 1000, seed: 13)
         try context.expectEqual(try await context.write(second, on: client), nil, "the second write's completion")
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expectEqual(events.byteCount, 1000, "bytes delivered in all, 200 ms after stopReading and a second 1000-byte write")
 
         server.startReading()
@@ -58,15 +58,15 @@ extension ConformanceScenario {
                 client.write(ConformancePattern.bytes(count: chunkSize, seed: UInt64(13_000 + index))) { log.record(index, byteCount: chunkSize, $0) }
                 issued += 1
             }
-            try await Task.sleep(for: .milliseconds(5))
+            try await KitClock.sleep(for: .milliseconds(5))
         }
         let total = issued * chunkSize
 
         // Wait until completions stop for 500 ms.
-        let quietWait = ContinuousClock.now
-        while ContinuousClock.now - log.lastCompletion < .milliseconds(500) {
-            try context.expect(ContinuousClock.now - quietWait < .seconds(20), "write completions kept coming for 20 s while the peer did not read (\(log.completedBytes) of \(total) bytes)")
-            try await Task.sleep(for: .milliseconds(20))
+        let quietWait = KitClock.now
+        while KitClock.now - log.lastCompletion < .milliseconds(500) {
+            try context.expect(KitClock.now - quietWait < .seconds(20), "write completions kept coming for 20 s while the peer did not read (\(log.completedBytes) of \(total) bytes)")
+            try await KitClock.sleep(for: .milliseconds(20))
         }
         let completedBefore = log.completedBytes
         let pending = client.pendingWriteBytes
@@ -82,7 +82,7 @@ extension ConformanceScenario {
         server.startReading()
         try await context.waitUntil(seconds: 60, quiet: quietLimit, "the peer read all \(total) bytes (it has \(serverEvents.byteCount))", seen: serverEvents.seen) { serverEvents.byteCount >= total }
         try await context.waitUntil(seconds: 10, quiet: quietLimit, "all \(issued) write completions ran (\(log.count) did)") { log.count >= issued }
-        try await Task.sleep(for: .milliseconds(50))
+        try await KitClock.sleep(for: .milliseconds(50))
         let entries = log.all
         try context.expectEqual(entries.count, issued, "write completions for \(issued) writes")
         if let misplaced = entries.enumerated().first(where: { $0.offset != $0.element.index }) {

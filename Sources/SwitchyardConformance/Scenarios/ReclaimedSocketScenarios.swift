@@ -46,10 +46,10 @@ extension ConformanceScenario {
                 // A second echo that nobody asked for: the call holds its frame and stops
                 // reading the socket.
                 call.send(ConformancePattern.bytes(count: 100, seed: seed + 300))
-                let held = ContinuousClock.now + .seconds(10)
+                let held = KitClock.now + .seconds(10)
                 while try await context.bufferedBytes(of: call) < 105 {
-                    if ContinuousClock.now > held { try context.fail("\(reclaim): the second echo never arrived") }
-                    try await Task.sleep(for: .milliseconds(2))
+                    if KitClock.now > held { try context.fail("\(reclaim): the second echo never arrived") }
+                    try await KitClock.sleep(for: .milliseconds(2))
                 }
             }
             let clientPort = call.connection.localAddress.port
@@ -103,15 +103,15 @@ extension ConformanceScenario {
                 // files, and on any replacement of a descriptor it had registered).
                 call.receiveNextMessage()
                 try await context.waitUntil(seconds: 5, "the held echo was delivered (\(reclaim))") { recorder.messageCount == 2 }
-                try await Task.sleep(for: .milliseconds(50))
+                try await KitClock.sleep(for: .milliseconds(50))
                 context.log("\(reclaim): \(recorder.status.map { "the read demand alone ended the call: \($0.error.map { "\($0)" } ?? "OK")" } ?? "the read demand alone did not end the call (no event on the replacement); the write below must")")
             }
 
             // A write after the replacement: it must fail, never complete as sent.
-            let written = ContinuousClock.now
+            let written = KitClock.now
             victim.send(ConformancePattern.bytes(count: 100, seed: seed + 100)) { victimRecorder.note(completion: 1, $0) }
             let status = try await context.status(of: victimRecorder, "the call whose descriptor was reclaimed (\(reclaim))", seconds: 5)
-            context.record("\(reclaim.label)", ContinuousClock.now - written)
+            context.record("\(reclaim.label)", KitClock.now - written)
             try context.expectStatus(status, code: .unavailable, reason: .reclaimed, "the call whose descriptor was reclaimed (\(reclaim))")
             try await context.waitUntil(seconds: 5, "the write after the replacement completed (\(reclaim))") {
                 victimRecorder.snapshot.log.contains(.completion(1))
@@ -175,14 +175,14 @@ extension ConformanceScenario {
         }
         guard let fd = SocketDescriptors.descriptor(localPort: connection.localAddress.port, remotePort: connection.remoteAddress.port)
         else { try context.fail("\(what): the client's descriptor was not found") }
-        try await Task.sleep(for: .milliseconds(20))
+        try await KitClock.sleep(for: .milliseconds(20))
         try await context.barrier(on: connection.eventLoop, "settling (\(what))")
         let sentBefore = completions.all.filter { $0.error == nil }.count
         let kept: [Int32]
         do { kept = try replacement.replace(fd) } catch { try context.fail("\(what): \(error)") }
         defer { DescriptorReplacement.release(kept) }
         connection.write(chunk) { completions.record(1, $0) }
-        try await Task.sleep(for: .milliseconds(100))
+        try await KitClock.sleep(for: .milliseconds(100))
         let endedBySelf = !handler.snapshot.closes.isEmpty
         connection.close()
         try await context.waitUntil(seconds: 5, "the connection closed (\(what))") { !handler.snapshot.closes.isEmpty }

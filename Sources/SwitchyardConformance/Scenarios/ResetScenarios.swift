@@ -26,23 +26,23 @@ extension ConformanceScenario {
             }
             // Until the writer is pushed back: completions stop coming.
             var last = -1
-            var stable = ContinuousClock.now
-            while ContinuousClock.now - stable < .milliseconds(200) {
+            var stable = KitClock.now
+            while KitClock.now - stable < .milliseconds(200) {
                 let now = events.completionCount
                 if now != last { last = now; stable = .now }
                 if now == count { break }
-                try await Task.sleep(for: .milliseconds(10))
+                try await KitClock.sleep(for: .milliseconds(10))
             }
             let beforeReset = events.completionCount
             context.record("completed before the reset", count: beforeReset)
             try context.expect(beforeReset < count, "all \(count) writes of 4 KiB completed while the peer did not read; the scenario needs writes still queued when the peer resets")
-            let reset = ContinuousClock.now
+            let reset = KitClock.now
             server.reset()
             try await context.waitUntil(seconds: 20, quiet: quietLimit, "every write completed and connectionDidClose ran after the peer reset (\(events.completionCount) completions, close: \(events.closed))") {
                 events.completionCount >= count && events.closed
             }
             context.record("all completed after the reset", events.closedAt.map { $0 - reset } ?? .zero)
-            try await Task.sleep(for: .milliseconds(100))
+            try await KitClock.sleep(for: .milliseconds(100))
         }
         try context.expectEqual(seen.received, 0, "SIGPIPEs the process received while writes to a reset peer failed")
         let pending = SIGPIPEWatch.pendingOnThreads()
@@ -115,7 +115,7 @@ extension ConformanceScenario {
                 try context.expectEqual(try await context.write(message, on: client), nil, "a write to a peer that only shut its output down")
                 try await context.waitUntil(seconds: 5, quiet: quietLimit, "the half-closed peer read the write", seen: serverEvents.seen) { serverEvents.byteCount == message.count }
                 server.close()
-                try await Task.sleep(for: .milliseconds(50))
+                try await KitClock.sleep(for: .milliseconds(50))
                 let large = ConformancePattern.bytes(count: 8 << 20, seed: 521)
                 var error = try await context.write(large, on: client)
                 if error == nil {
@@ -165,13 +165,13 @@ extension ConformanceScenario {
                 try context.expect(unread == nil, "the server's write the client leaves unread failed: \(unread!)")
             }
             try context.expectEqual(server.pendingWriteBytes, 0, "the server's pending write bytes before the reset (\(variant))")
-            let reset = ContinuousClock.now
+            let reset = KitClock.now
             client.reset()
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "the server, \(variant), heard connectionDidClose after the client reset (it has neither read nor written since)") {
                 !events.snapshot.closes.isEmpty
             }
-            context.record("detected, \(variant)", ContinuousClock.now - reset)
-            try await Task.sleep(for: .milliseconds(50))
+            context.record("detected, \(variant)", KitClock.now - reset)
+            try await KitClock.sleep(for: .milliseconds(50))
             let seen = events.snapshot
             try context.expectEqual(seen.closes.count, 1, "connectionDidClose calls after the peer reset (\(variant))")
             try context.expectError(seen.closes[0], code: .unavailable, reason: .reset, "connectionDidClose after the peer reset (\(variant))")
@@ -202,7 +202,7 @@ extension ConformanceScenario {
         client.close()
         // The close (a FIN) waits behind the unread bytes: nothing to report, and nothing
         // to spin on, until the server reads.
-        try await Task.sleep(for: .milliseconds(100))
+        try await KitClock.sleep(for: .milliseconds(100))
         try await context.expectNoBusyLoop(for: .milliseconds(400), while: "the peer's close waited unread")
         var seen = events.snapshot
         try context.expectEqual(seen.bytes.count, 100, "bytes delivered with reads stopped, 500 ms after the peer wrote and closed")
@@ -231,7 +231,7 @@ extension ConformanceContext {
                 log("write \(attempt) to \(what) failed: \(error)")
                 return error
             }
-            try await Task.sleep(for: .milliseconds(10))
+            try await KitClock.sleep(for: .milliseconds(10))
         }
         try fail("200 writes to \(what) all completed over 2 s; expected unavailable (reset)", file: file, line: line)
     }

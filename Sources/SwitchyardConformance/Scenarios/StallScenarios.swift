@@ -25,7 +25,7 @@ extension ConformanceScenario {
             let callServer = try await context.step("starting a call server on the stall-timeout server transport", seconds: 10) {
                 try await CallServer.start(transport: server, on: context.localEndpoint()) { call in
                     for try await message in call.messages {
-                        if message == pauseRequest { try await Task.sleep(for: answerPause) }
+                        if message == pauseRequest { try await KitClock.sleep(for: answerPause) }
                         try await call.write(message)
                     }
                     return .ok
@@ -42,28 +42,28 @@ extension ConformanceScenario {
             call.send(first)
             try await context.waitUntil(seconds: 10, quiet: quietLimit, "the first echo arrived", seen: recorder.seen) { recorder.messageCount == 1 }
             let idle = shortStallTimeout * 3
-            let idleStart = ContinuousClock.now
-            while ContinuousClock.now - idleStart < idle {
+            let idleStart = KitClock.now
+            while KitClock.now - idleStart < idle {
                 if let status = recorder.status {
-                    try context.fail("the idle call ended after \(milliseconds(ContinuousClock.now - idleStart)) of idling with \(status); the stall timeout is \(shortStallTimeout) and nothing was outstanding")
+                    try context.fail("the idle call ended after \(milliseconds(KitClock.now - idleStart)) of idling with \(status); the stall timeout is \(shortStallTimeout) and nothing was outstanding")
                 }
-                try await Task.sleep(for: .milliseconds(20))
+                try await KitClock.sleep(for: .milliseconds(20))
             }
-            context.record("idle without a stall", ContinuousClock.now - idleStart)
+            context.record("idle without a stall", KitClock.now - idleStart)
             let second = ConformancePattern.bytes(count: 100, seed: 471)
-            let sent = ContinuousClock.now
+            let sent = KitClock.now
             call.send(second)
             try await context.waitUntil(seconds: 5, quiet: quietLimit, "the echo after \(idle) idle arrived", seen: recorder.seen) { recorder.messageCount == 2 }
-            context.record("echo after idling", ContinuousClock.now - sent)
+            context.record("echo after idling", KitClock.now - sent)
             try context.expectBytes(recorder.snapshot.messages[1], second, "the echo after idling")
 
             // Three requests the server answers after 600 ms each: 1.8 s awaiting replies
             // in all, more than the timeout, never silent for that long at a stretch.
             for round in 0..<3 {
-                let asked = ContinuousClock.now
+                let asked = KitClock.now
                 call.send(pauseRequest)
                 try await context.waitUntil(seconds: 5, "the answer to paused request \(round) arrived") { recorder.messageCount == 3 + round }
-                let waited = ContinuousClock.now - asked
+                let waited = KitClock.now - asked
                 try context.expect(waited >= answerPause, "the answer to paused request \(round) came after \(milliseconds(waited)); the server pauses \(answerPause) before answering")
                 if round == 0 { context.record("answer after a pause", waited) }
             }
@@ -82,7 +82,7 @@ extension ConformanceScenario {
     ) { context in
         try await context.withFaultNetwork(clientSettings: { $0.kernelStallDetection = false }) { rig in
             let (active, _) = try await rig.activeCall()
-            let fault = ContinuousClock.now
+            let fault = KitClock.now
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: rig.port) }
             active.call.send(ConformancePattern.bytes(count: 1 << 20, seed: 48))
             try await context.expectStalls(

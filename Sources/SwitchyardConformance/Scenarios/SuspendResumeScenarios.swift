@@ -28,11 +28,11 @@ extension ConformanceScenario {
         try await context.step("suspending", seconds: 10) { await lifecycle.suspend() }
         try context.expect(!listener.isListening, "the listener still listens after the suspend")
         let client = context.client
-        let start = ContinuousClock.now
+        let start = KitClock.now
         try await context.expectError(code: .unavailable, reason: .refused, "a connect to \(target) while suspended", within: 5) {
             try await client.connect(to: target)
         }
-        let refusal = ContinuousClock.now - start
+        let refusal = KitClock.now - start
         context.record("connect refused while suspended", refusal)
         context.log("a connect while suspended was refused in \(milliseconds(refusal))")
         try context.expect(refusal < refusalBound, "the connect while suspended took \(milliseconds(refusal)) to be refused; expected under \(refusalBound)")
@@ -71,10 +71,10 @@ extension ConformanceScenario {
         try await context.step("the echo before the suspend") { try await client.write(request) }
         try context.expectBytes(try await context.read(exactly: request.count, from: client), request, "the echo before the suspend")
 
-        let start = ContinuousClock.now
+        let start = KitClock.now
         try await context.step("suspending", seconds: 10) { await lifecycle.suspend() }
         try await context.waitUntil(seconds: 1, "the server's connection closed on suspend") { closes.count == 1 }
-        context.record("suspend closed the connection", ContinuousClock.now - start)
+        context.record("suspend closed the connection", KitClock.now - start)
         try context.expectEqual(closes.all, ["closed locally"], "how the server's connection ended")
         let (_, ending) = try await context.drainToEndOrReset(client, "the client's connection after the server suspended", seconds: 5)
         context.log("the client saw \(ending) after the server suspended")
@@ -111,11 +111,11 @@ extension ConformanceScenario {
         try context.expectStatus(status, code: .unavailable, reason: .suspended, "the call open when the process suspended")
         try context.expectWellBehaved(open, "the call open when the process suspended")
 
-        let start = ContinuousClock.now
+        let start = KitClock.now
         try await context.expectError(code: .unavailable, reason: .suspended, "a call started while suspended", within: 5) {
             try await channel.startCall(handler: CallRecorder())
         }
-        let refusal = ContinuousClock.now - start
+        let refusal = KitClock.now - start
         context.record("call refused while suspended", refusal)
         try context.expect(refusal < refusalBound, "a call while suspended took \(milliseconds(refusal)) to fail; expected under \(refusalBound)")
 
@@ -166,7 +166,7 @@ extension ConformanceScenario {
         try context.expectEqual(hooks.all, ["willSuspend"], "the hooks after the suspend")
         let during = ConformancePattern.bytes(count: 5000, seed: 411)
         try await context.step("a write while the server is suspended") { try await client.write(during) }
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         let state = handler.state
         try context.expect(!state.closed, "the kept connection closed while suspended: \(state.error.map(describe) ?? "closed locally")")
         try context.expectEqual(state.echoed, before.count, "bytes the server echoed while suspended (it should be quiet)")
@@ -189,7 +189,8 @@ extension ConformanceScenario {
     ) { context in
         try await context.withFaultNetwork { rig in
             let grace: Duration = .milliseconds(500)
-            let lifecycle = Lifecycle(gracePeriod: grace)
+            let clock = rig.client.clock
+            let lifecycle = Lifecycle(gracePeriod: grace, clock: clock)
             let listener = try await context.step("listening through a lifecycle in the server's namespace", seconds: 10) {
                 try await lifecycle.listen(on: Endpoint(host: rig.network.serverAddress, port: 0), using: rig.server)
             }
@@ -215,18 +216,18 @@ extension ConformanceScenario {
 
             // The reply the background work is sending when the path goes black.
             let expired = Collected<ContinuousClock.Instant>()
-            let work = lifecycle.beginBackgroundWork("sending the reply") { expired.append(.now) }
+            let work = lifecycle.beginBackgroundWork("sending the reply") { expired.append(clock.now) }
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: target.port) }
             let writes = Collected<String>()
             server.write(ConformancePattern.bytes(count: 4 << 20, seed: 42)) { error in
                 writes.append(error.map(describe) ?? "sent")
             }
-            try await Task.sleep(for: .milliseconds(50))
+            try await KitClock.sleep(for: .milliseconds(50))
             try context.expect(writes.count == 0, "the 4 MiB write into the black hole completed (\(writes.all)); expected it stuck")
 
-            let start = ContinuousClock.now
+            let start = KitClock.now
             try await context.step("suspending", seconds: 10) { await lifecycle.suspend() }
-            let suspendTook = ContinuousClock.now - start
+            let suspendTook = KitClock.now - start
             guard let expiredAt = expired.all.first else { try context.fail("the expiration handler did not run") }
             let expiration = expiredAt - start
             context.record("expiration handler", expiration)
@@ -288,7 +289,7 @@ extension ConformanceScenario {
                 try context.expect(status.error?.code == .unavailable, "the open call after the server suspended ended \(status); expected unavailable")
                 try await context.waitUntil(seconds: 5, "the server had no open call after the suspend (policy close)") { server.openCalls == 0 }
             } else {
-                try await Task.sleep(for: .milliseconds(50))
+                try await KitClock.sleep(for: .milliseconds(50))
                 try context.expect(open.status == nil, "the open call ended while the server was suspended (policy keep): \(open.status!)")
             }
 

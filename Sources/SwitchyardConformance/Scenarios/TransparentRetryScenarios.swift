@@ -224,13 +224,13 @@ extension ConformanceScenario {
 
         let failFast = try await context.status(of: calls[0].recorder, "the fail-fast call", quiet: quietLimit)
         try context.expectStatus(failFast, code: .unavailable, reason: .refused, "the fail-fast call whose retry's connect was refused")
-        try await Task.sleep(for: .milliseconds(200))
+        try await KitClock.sleep(for: .milliseconds(200))
         try context.expect(calls[1].recorder.status == nil && calls[2].recorder.status == nil, "a wait-for-ready call ended at the refused connect: \(String(describing: calls[1].recorder.status)), \(String(describing: calls[2].recorder.status))")
-        let cancelled = ContinuousClock.now
+        let cancelled = KitClock.now
         calls[2].call.cancel()
         let cancelStatus = try await context.status(of: calls[2].recorder, "the cancelled wait-for-ready call", seconds: 2)
         try context.expectStatus(cancelStatus, code: .cancelled, reason: .callCancelled, "the wait-for-ready call cancelled while its retry waited")
-        context.record("cancel", ContinuousClock.now - cancelled)
+        context.record("cancel", KitClock.now - cancelled)
         let deadline = try await context.status(of: calls[1].recorder, "the wait-for-ready call with a deadline", seconds: 10)
         try context.expectStatus(deadline, code: .deadlineExceeded, reason: .timedOut, "the wait-for-ready call whose retry waited past its deadline")
         for (index, held) in calls.enumerated() { try context.expectWellBehaved(held.recorder, "call \(index + 1)") }

@@ -39,13 +39,23 @@ extension SimulatedNetwork {
         guard let receiver = sender.peer else { return }
         let from = sender.localAddress
         let to = sender.remoteAddress
-        let (link, blackHoled) = state.withLock { ($0.link(from.host, to.host), $0.isBlackHoled(from.host, to.host)) }
+        let (link, blackHoled, rejected) = state.withLock {
+            ($0.link(from.host, to.host), $0.isBlackHoled(from.host, to.host), !$0.rejecting.isEmpty && $0.rejecting.contains(to.host))
+        }
         if blackHoled || sender.stalled.load(ordering: .relaxed) {
             clock.record("drop \(from) > \(to) \(segment)")
             return
         }
         var delay = link.latency
         if link.jitter > .zero { delay += clock.random(upTo: link.jitter) }
+        if rejected {
+            // A firewall before the receiver answers for it: the sender hears a reset (a
+            // reset itself is dropped, as TCP never answers one).
+            clock.record("reject \(from) > \(to) \(segment)")
+            if case .reset = segment { return }
+            sender.loop.schedule(at: max(clock.now + delay, sender.lastArrival)) { [weak sender] in sender?.receive(.reset) }
+            return
+        }
         let arrival = max(clock.now + delay, sender.lastArrival)
         sender.lastArrival = arrival
         // The network through the receiver, which holds it anyway; a loop's stop drops
