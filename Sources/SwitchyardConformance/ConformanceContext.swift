@@ -365,7 +365,7 @@ public struct ConformanceContext: Sendable {
                             code: .unavailable, reason: .closed, message: "end of stream after \(received.count) of \(count) bytes")
                     }
                     received += chunk
-                    progress.advance("\(received.count) of \(count) bytes arrived, the last \(milliseconds(.now - started)) after the read began")
+                    progress.advance("\(received.count) of \(count) bytes arrived, the last \(milliseconds(KitClock.now - started)) after the read began")
                 }
                 return received
             }

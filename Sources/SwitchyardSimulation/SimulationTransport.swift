@@ -165,8 +165,10 @@ public final class SimulationTransport: LifecycleTransport {
         try lifecycle.ensureAccepting()
         try NameResolution.checkHostAndPort(endpoint)
         let targets = try InProcessHost.resolve(endpoint.host, backend: Self.backendName).map(InProcessHost.connectTarget)
-        let source = host
-        if let monitor, source == nil {
+        // A connection to loopback never leaves over an interface: it starts from the
+        // loopback address, whatever the path.
+        let source = targets.allSatisfy(Self.isLoopback) ? nil : host
+        if let monitor, source == nil, !targets.allSatisfy(Self.isLoopback) {
             throw TransportError(
                 code: .unavailable, reason: .unreachable, message: "no route to \(endpoint): the device's path is \(monitor.current)")
         }
@@ -210,6 +212,11 @@ public final class SimulationTransport: LifecycleTransport {
                 code: .unavailable, reason: .refused, message: "the listener on \(serverAddress) closed")
         }
         return .connected(client)
+    }
+
+    /// Whether `address` (canonical) is a loopback address.
+    private static func isLoopback(_ address: String) -> Bool {
+        address == "::1" || address.hasPrefix("127.")
     }
 
     public func listen(on endpoint: Endpoint, options: ListenOptions) async throws -> any Listener {

@@ -1,4 +1,5 @@
 import Switchyard
+import SwitchyardNetlink
 
 /// The network under a fault scenario (`withFaultNetwork`): a client's host and a
 /// server's joined by one path the scenario breaks. Two kinds:
@@ -49,5 +50,33 @@ extension FaultNetwork: FaultPath {
 
     func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
         try await body()
+    }
+}
+
+/// The steps of the connectivity scenarios on a network of two paths (the Wi-Fi and
+/// cellular layout, or two Wi-Fi links): links up and down, the default route, the
+/// client's addresses, and a connectivity monitor of the client's side that sees them.
+protocol SwitchablePaths: FaultPath {
+    /// The paths, in the layout's order (the first carries the default route at start).
+    var paths: [FaultNetwork.Path] { get }
+    /// Moves the client's default route to `path`.
+    func routeDefault(via path: FaultNetwork.Path) throws
+    /// Takes the client's end of `path` up or down; a link that goes down loses its
+    /// default route, which does not come back with it.
+    func setLink(_ path: FaultNetwork.Path, up: Bool) throws
+    /// Runs `ip` commands in one batch (the simulation takes `link set NAME up|down`).
+    func batch(_ commands: [String]) throws
+    /// Adds a second address to the client's end of `path`.
+    func addClientAddress(_ address: String, to path: FaultNetwork.Path) async throws
+    /// Removes an address from the client's end of `path`.
+    func removeClientAddress(_ address: String, from path: FaultNetwork.Path) throws
+    /// A connectivity monitor of the client's side, and how to close it.
+    func makeMonitor() async throws -> (monitor: any ConnectivityMonitor, close: @Sendable () -> Void)
+}
+
+extension FaultNetwork: SwitchablePaths {
+    func makeMonitor() async throws -> (monitor: any ConnectivityMonitor, close: @Sendable () -> Void) {
+        let monitor = try await run(in: clientNamespace) { try NetlinkConnectivityMonitor() }
+        return (monitor, { monitor.close() })
     }
 }

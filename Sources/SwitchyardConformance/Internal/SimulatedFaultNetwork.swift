@@ -1,19 +1,26 @@
 import Glibc
 import Switchyard
 import SwitchyardSimulation
+import Synchronization
 
 /// A fault scenario's network for the `simulation` backend: a simulated network of the
-/// scenario's own, driven by hand, with the client's host and the server's at the
-/// addresses the namespaces' direct layout uses (`FaultNetwork`), joined by a link of
-/// 1 ms. Its faults are the simulation's (`SimulatedFault`): the client's link down
-/// and a black hole make every segment vanish; a reset is a firewall's reject.
+/// scenario's own, driven by hand, with the addresses the namespaces use (`FaultNetwork`)
+/// and links of 1 ms. Its faults are the simulation's (`SimulatedFault`): the client's
+/// link down and a black hole make every segment vanish; a reset is a firewall's reject.
+///
+/// - The direct layout: the client's host and the server's, one path between them.
+/// - The layouts of two paths (Wi-Fi and cellular, two Wi-Fi): the client's side is a
+///   `SimulatedConnectivityMonitor` whose path follows the links, the default route and
+///   the addresses the scenario sets, as a netlink monitor follows the kernel's; the
+///   client's transport follows it (its connections start from the path's address), and
+///   the addresses a path loses go dark. The server listens behind both.
 ///
 /// ``run(_:)`` runs the scenario's steps on the network's thread, in its virtual time
 /// (`SimulatedNetwork/run(_:)`), with the kit's clock (`KitClock`) set to it: a stall
 /// timeout passes in no wall-clock time, and the times the scenario measures are
 /// virtual, held to the same bounds as on a real network. Its seed is logged, and
 /// `SWITCHYARD_SIMULATION_SEED` replays it.
-final class SimulatedFaultNetwork: FaultPath {
+final class SimulatedFaultNetwork: SwitchablePaths {
     /// Whether `client` and `server` are backends of the simulation, which runs the fault
     /// scenarios on a network of its own.
     static func runs(_ client: TransportBackend, _ server: TransportBackend) -> Bool {
@@ -21,37 +28,75 @@ final class SimulatedFaultNetwork: FaultPath {
     }
 
     let network: SimulatedNetwork
-    let clientAddress: String
+    let paths: [FaultNetwork.Path]
     let serverAddress: String
     let family: FaultNetwork.Family
+    /// The client's side of a layout of two paths; nil for the direct layout.
+    private let monitor: SimulatedConnectivityMonitor?
+    private let categories: [ConnectivityCategory]
+    private let links: Mutex<Links>
 
-    /// A network with a seed from `SWITCHYARD_SIMULATION_SEED`, else a random one.
-    init(family: FaultNetwork.Family) throws {
+    /// The client's links as the kernel would hold them.
+    private struct Links {
+        var up: [Bool]
+        /// The path the default route goes over, if any.
+        var defaultRoute: Int?
+        /// Each path's client addresses, the first the primary.
+        var addresses: [[String]]
+    }
+
+    /// A network of `layout`, with a seed from `SWITCHYARD_SIMULATION_SEED`, else a
+    /// random one.
+    init(_ layout: FaultNetwork.Layout, family: FaultNetwork.Family) throws {
         let seed = getenv(SimulatedNetwork.seedVariable).flatMap { UInt64(String(cString: $0)) } ?? .random(in: .min ... .max)
         network = try SimulatedNetwork(seed: seed, link: SimulatedLink(latency: .milliseconds(1)))
         self.family = family
-        switch family {
-        case .ipv4:
-            clientAddress = "10.214.1.1"
-            serverAddress = "10.214.1.2"
-        case .ipv6:
-            clientAddress = "fd00:214:1::1"
-            serverAddress = "fd00:214:1::2"
+        switch layout {
+        case .direct:
+            paths = [FaultNetwork.Path(link: "sim0", peer: "sim0-peer", subnet: 1, family: family)]
+            categories = [.wifi]
+            serverAddress = paths[0].gateway
+        case .wifiAndCellular:
+            paths = [
+                FaultNetwork.Path(link: "wlan0-sim", peer: "wlan0-peer", subnet: 1, family: family),
+                FaultNetwork.Path(link: "wwan0-sim", peer: "wwan0-peer", subnet: 2, family: family),
+            ]
+            categories = [.wifi, .cellular]
+            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
+        case .twoWifi:
+            paths = [
+                FaultNetwork.Path(link: "wlan0-sim", peer: "wlan0-peer", subnet: 1, family: family),
+                FaultNetwork.Path(link: "wlan1-sim", peer: "wlan1-peer", subnet: 3, family: family),
+            ]
+            categories = [.wifi, .wifi]
+            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
+        }
+        let links = Links(up: paths.map { _ in true }, defaultRoute: 0, addresses: paths.map { [$0.clientAddress] })
+        self.links = Mutex(links)
+        if case .direct = layout {
+            monitor = nil
+        } else {
+            monitor = SimulatedConnectivityMonitor(network: network, path: Self.path(of: links, paths, categories))
         }
     }
+
+    var clientAddress: String { paths[0].clientAddress }
 
     func makeServerTransport(_ backend: TransportBackend, configuration: TransportConfiguration) async throws -> any Transport {
         try SimulationTransport(network: network, host: serverAddress, configuration: configuration)
     }
 
     func makeClientTransport(_ backend: TransportBackend, configuration: TransportConfiguration) async throws -> any Transport {
-        try SimulationTransport(network: network, host: clientAddress, configuration: configuration)
+        if let monitor { return try SimulationTransport(network: network, following: monitor, configuration: configuration) }
+        return try SimulationTransport(network: network, host: clientAddress, configuration: configuration)
     }
 
     func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
         let clock = network.transportClock
         try await network.run { try await KitClock.$current.withValue(clock) { try await body() } }
     }
+
+    // MARK: faults
 
     func takeClientLinkDown() throws {
         network.inject(.blackHole(host: clientAddress))
@@ -72,4 +117,90 @@ final class SimulatedFaultNetwork: FaultPath {
     }
 
     func remove() {}
+
+    // MARK: links, routes and addresses
+
+    func makeMonitor() async throws -> (monitor: any ConnectivityMonitor, close: @Sendable () -> Void) {
+        (try requireMonitor(), {})
+    }
+
+    func routeDefault(via path: FaultNetwork.Path) throws {
+        let index = try self.index(of: path)
+        try change { links in
+            guard links.up[index] else { throw Refused(message: "no default route over \(path.link): the link is down") }
+            links.defaultRoute = index
+        }
+    }
+
+    func setLink(_ path: FaultNetwork.Path, up: Bool) throws {
+        let index = try self.index(of: path)
+        try change { links in Self.setLink(index, up: up, in: &links) }
+    }
+
+    func batch(_ commands: [String]) throws {
+        let steps = try commands.map { command -> (Int, Bool) in
+            let words = command.split(separator: " ").map(String.init)
+            guard words.count == 4, words[0] == "link", words[1] == "set", words[3] == "up" || words[3] == "down",
+                let index = paths.firstIndex(where: { $0.link == words[2] })
+            else { throw Refused(message: "the simulated network takes `link set NAME up|down` in a batch, not `\(command)`") }
+            return (index, words[3] == "up")
+        }
+        // One report for the whole batch, as the netlink monitor's debounce gives.
+        try change { links in
+            for (index, up) in steps { Self.setLink(index, up: up, in: &links) }
+        }
+    }
+
+    func addClientAddress(_ address: String, to path: FaultNetwork.Path) async throws {
+        let index = try self.index(of: path)
+        try change { $0.addresses[index].append(address) }
+    }
+
+    func removeClientAddress(_ address: String, from path: FaultNetwork.Path) throws {
+        let index = try self.index(of: path)
+        try change { $0.addresses[index].removeAll { $0 == address } }
+    }
+
+    /// A step the simulated network cannot take.
+    struct Refused: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    private func requireMonitor() throws -> SimulatedConnectivityMonitor {
+        guard let monitor else { throw Refused(message: "the direct layout has no connectivity monitor") }
+        return monitor
+    }
+
+    private func index(of path: FaultNetwork.Path) throws -> Int {
+        guard let index = paths.firstIndex(where: { $0.link == path.link }) else {
+            throw Refused(message: "no link \(path.link) on the simulated network")
+        }
+        return index
+    }
+
+    /// Changes the links, then reports the path they give to the monitor (now, in
+    /// virtual time; an unchanged path is no report).
+    private func change(_ body: (inout Links) throws -> Void) throws {
+        let monitor = try requireMonitor()
+        let path = try links.withLock { links in
+            try body(&links)
+            return Self.path(of: links, paths, categories)
+        }
+        monitor.change(to: path)
+    }
+
+    /// The kernel drops a link's IPv4 default route when it goes down; it does not come
+    /// back with the link.
+    private static func setLink(_ index: Int, up: Bool, in links: inout Links) {
+        links.up[index] = up
+        if !up && links.defaultRoute == index { links.defaultRoute = nil }
+    }
+
+    /// The path a monitor reports: the default route's link, its category and addresses;
+    /// `none` without a default route over a link that is up.
+    private static func path(of links: Links, _ paths: [FaultNetwork.Path], _ categories: [ConnectivityCategory]) -> ConnectivityPath {
+        guard let index = links.defaultRoute, links.up[index], !links.addresses[index].isEmpty else { return .none }
+        return ConnectivityPath(category: categories[index], interface: paths[index].link, addresses: Set(links.addresses[index]))
+    }
 }

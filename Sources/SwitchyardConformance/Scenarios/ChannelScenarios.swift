@@ -143,7 +143,7 @@ extension ConformanceScenario {
             // Every call's end against the report, summed up before any is checked: the
             // worst is the figure, and a failure below comes after it is printed.
             for (name, open) in calls { _ = try await context.status(of: open.recorder, name, seconds: 2) }
-            let ends = calls.map { max(($0.1.recorder.closedAt ?? .now) - report, .zero) }.sorted()
+            let ends = calls.map { max(($0.1.recorder.closedAt ?? KitClock.now) - report, .zero) }.sorted()
             let worst = ends[ends.count - 1]
             context.record("median call end", ends[ends.count / 2])
             context.record("worst call end", worst)
@@ -204,7 +204,7 @@ extension ConformanceScenario {
             reasons[describe(error), default: 0] += 1
             try context.expectWellBehaved(held.recorder, what)
         }
-        let worst = open.map { ($0.recorder.closedAt ?? .now) - resetAt }.max() ?? .zero
+        let worst = open.map { ($0.recorder.closedAt ?? KitClock.now) - resetAt }.max() ?? .zero
         context.record("worst call end", worst)
         context.record("connections", count: carriers.count)
         let ended = reasons.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")

@@ -42,7 +42,7 @@ extension ConformanceScenario {
             let fault = KitClock.now
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: rig.port) }
             let status = try await context.status(of: open.recorder, "the idle call in the black hole", seconds: (keepaliveBound + .seconds(4)) / .seconds(1))
-            let elapsed = (open.recorder.closedAt ?? .now) - fault
+            let elapsed = (open.recorder.closedAt ?? KitClock.now) - fault
             context.record("keepalive detection", elapsed)
             context.log("the idle call: \(status.error.map(describe) ?? "OK") \(milliseconds(elapsed)) after the black hole (keepalive time \(keepaliveTime), timeout \(keepaliveTimeout)): \(status.error?.message ?? "")")
             try context.expectStatus(status, code: .unavailable, reason: .stalled, "the idle call in the black hole")
@@ -79,7 +79,7 @@ extension ConformanceScenario {
         let served = Collected<ContinuousClock.Instant>()
         let serving = Task(executorPreference: KitClock.taskExecutor) {
             await server.serve()
-            served.append(.now)
+            served.append(KitClock.now)
         }
         let channel = context.channel(to: server)
         defer { channel.close() }
@@ -109,9 +109,9 @@ extension ConformanceScenario {
             try context.expectOK(try await context.status(of: held.recorder, what, quiet: quietLimit), what)
             try context.expectWellBehaved(held.recorder, what)
         }
-        let lastEnded = open.compactMap { $0.recorder.closedAt }.max() ?? .now
+        let lastEnded = open.compactMap { $0.recorder.closedAt }.max() ?? KitClock.now
         try await context.within(seconds: 10, "serve() returning after the last call ended") { await serving.value }
-        let servedAfter = (served.all.first ?? .now) - lastEnded
+        let servedAfter = (served.all.first ?? KitClock.now) - lastEnded
         context.record("serve() after the last call", max(servedAfter, .zero))
         context.record("drain", lastEnded - closed)
 

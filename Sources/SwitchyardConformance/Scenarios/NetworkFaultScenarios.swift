@@ -91,13 +91,13 @@ struct FaultRig: Sendable {
 
     var port: Int { callServer.localAddress.port }
     var target: Endpoint { Endpoint(host: network.serverAddress, port: port) }
-    /// The namespaces, for the steps only they can take (routes, addresses, several
-    /// links): the layouts other than `direct`, which run in namespaces only.
-    var namespaces: FaultNetwork {
-        guard let namespaces = network as? FaultNetwork else {
-            preconditionFailure("a \(type(of: network)) runs the direct layout only (a bug in the scenario)")
+    /// The network's links, routes and addresses: a layout of two paths (the
+    /// connectivity scenarios ask for one).
+    var switchable: any SwitchablePaths {
+        guard let switchable = network as? any SwitchablePaths else {
+            preconditionFailure("\(type(of: network)) has no links to switch (a bug in the scenario)")
         }
-        return namespaces
+        return switchable
     }
     var pair: String { "\(context.clientBackend)→\(context.serverBackend)" }
 
@@ -149,9 +149,8 @@ extension ConformanceContext {
     /// TCP sockets.
     /// Everything it made is removed afterwards, also when `body` fails.
     ///
-    /// A pair of the simulation runs the `direct` layout on a simulated network of its
-    /// own instead (``SimulatedFaultNetwork``), in virtual time, without root; the other
-    /// layouts skip there.
+    /// A pair of the simulation runs on a simulated network of its own instead
+    /// (``SimulatedFaultNetwork``), in virtual time, without root.
     ///
     /// `clientSettings` changes the client transport's configuration (the server's stays
     /// as it is); a client backend that refuses the change with `invalidArgument` skips
@@ -167,12 +166,9 @@ extension ConformanceContext {
         }
         let network: any FaultPath
         if SimulatedFaultNetwork.runs(clientBackend, serverBackend) {
-            guard case .direct = layout else {
-                try skip("\(pair): the simulated fault network has one path (the direct layout); this scenario needs several links")
-            }
             let simulated: SimulatedFaultNetwork
             do {
-                simulated = try SimulatedFaultNetwork(family: family)
+                simulated = try SimulatedFaultNetwork(layout, family: family)
             } catch {
                 try fail("could not make the simulated fault network: \(error)")
             }

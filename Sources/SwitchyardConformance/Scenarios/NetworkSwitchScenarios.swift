@@ -125,8 +125,8 @@ extension ConformanceScenario {
             // The link ends up, but its IPv4 default route went with its first down.
             try context.expectEqual(rig.monitor.current, .none, "the monitor's path after the flap (the link is up, its default route gone)")
             let status = try await context.status(of: open.recorder, "the open call after the flap", seconds: 2)
-            context.record("open call", (open.recorder.closedAt ?? .now) - start)
-            context.log("the open call: \(status.error.map(describe) ?? "OK") \(fineMilliseconds((open.recorder.closedAt ?? .now) - start)) after the batch began")
+            context.record("open call", (open.recorder.closedAt ?? KitClock.now) - start)
+            context.log("the open call: \(status.error.map(describe) ?? "OK") \(fineMilliseconds((open.recorder.closedAt ?? KitClock.now) - start)) after the batch began")
             try context.expectStatus(status, code: .unavailable, reason: .connectivityChanged, "the open call after the flap")
             try context.expectWellBehaved(open.recorder, "the open call after the flap")
 
@@ -140,7 +140,7 @@ extension ConformanceScenario {
             // Closing stops the monitor's thread and closes its socket and wake-up
             // descriptor before it returns (the runner checks that none is left open);
             // the last path stays.
-            rig.monitor.close()
+            rig.closeMonitor()
             try context.expectEqual(rig.monitor.current, wifi.monitoredPath(.wifi), "the monitor's path after close")
         }
     }
@@ -156,12 +156,14 @@ struct PathReport: Sendable {
 /// monitor made inside the client's namespace and every change it reports.
 struct MonitoredRig: Sendable {
     let base: FaultRig
-    let monitor: NetlinkConnectivityMonitor
+    let monitor: any ConnectivityMonitor
+    /// Closes the monitor (a netlink monitor's thread and socket).
+    let closeMonitor: @Sendable () -> Void
     /// The changes the monitor reported since it was made.
     let changes: Collected<PathReport>
 
     var context: ConformanceContext { base.context }
-    var network: FaultNetwork { base.namespaces }
+    var network: any SwitchablePaths { base.switchable }
     var wifi: FaultNetwork.Path { network.paths[0] }
     var cellular: FaultNetwork.Path { network.paths[1] }
 
@@ -214,7 +216,7 @@ struct MonitoredRig: Sendable {
     ) async throws {
         for (name, open) in calls {
             let status = try await context.status(of: open.recorder, name, seconds: 2, file: file, line: line)
-            let closed = open.recorder.closedAt ?? .now
+            let closed = open.recorder.closedAt ?? KitClock.now
             // The channel and this log observe the same report; the channel may be first.
             let afterReport = max(closed - report, .zero)
             if logsEach {
@@ -241,7 +243,7 @@ struct MonitoredRig: Sendable {
         call.send([3, 4, 5])
         call.finishSending()
         let status = try await context.status(of: recorder, what, seconds: 5, file: file, line: line)
-        context.log("\(what): connected from \(source) and echoed in \(milliseconds(.now - started))")
+        context.log("\(what): connected from \(source) and echoed in \(milliseconds(KitClock.now - started))")
         try context.expectEqual(source, path.clientAddress, "\(what): the source address (\(path.link)'s)", file: file, line: line)
         try context.expectOK(status, what, file: file, line: line)
         try context.expectEqual(recorder.snapshot.messages, [[3, 4, 5]], "\(what): the echo", file: file, line: line)
@@ -260,20 +262,21 @@ extension ConformanceContext {
         _ body: @escaping @Sendable (MonitoredRig) async throws -> Void
     ) async throws {
         try await withFaultNetwork(layout, family: family) { rig in
-            let network = rig.namespaces
-            let monitor: NetlinkConnectivityMonitor
+            let network = rig.switchable
+            let monitor: any ConnectivityMonitor, closeMonitor: @Sendable () -> Void
             do {
-                monitor = try await network.run(in: network.clientNamespace) { try NetlinkConnectivityMonitor() }
+                (monitor, closeMonitor) = try await network.makeMonitor()
             } catch {
-                try fail("could not start a netlink monitor in \(network.clientNamespace): \(error)")
+                try fail("could not start a connectivity monitor on the client's side: \(error)")
             }
-            defer { monitor.close() }
+            defer { closeMonitor() }
             let changes = Collected<PathReport>()
-            let observation = monitor.observe { changes.append(PathReport(at: .now, path: $0)) }
+            let clock = KitClock.current
+            let observation = monitor.observe { changes.append(PathReport(at: clock.now, path: $0)) }
             defer { observation.cancel() }
             let wifi = network.paths[0].monitoredPath(.wifi)
-            try expectEqual(monitor.current, wifi, "the netlink monitor's path at start")
-            try await body(MonitoredRig(base: rig, monitor: monitor, changes: changes))
+            try expectEqual(monitor.current, wifi, "the monitor's path at start")
+            try await body(MonitoredRig(base: rig, monitor: monitor, closeMonitor: closeMonitor, changes: changes))
         }
     }
 }

@@ -139,7 +139,7 @@ extension ConformanceContext {
     ) async throws {
         for (name, measurement, open) in calls {
             let status = try await self.status(of: open.recorder, name, seconds: 3, file: file, line: line)
-            let closed = open.recorder.closedAt ?? .now
+            let closed = open.recorder.closedAt ?? KitClock.now
             // The channel and the rig observe the same report; the channel may hear it first.
             let afterReport = max(closed - report, .zero)
             record(measurement, afterReport)

@@ -29,7 +29,7 @@ extension ConformanceScenario {
             var stable = KitClock.now
             while KitClock.now - stable < .milliseconds(200) {
                 let now = events.completionCount
-                if now != last { last = now; stable = .now }
+                if now != last { last = now; stable = KitClock.now }
                 if now == count { break }
                 try await KitClock.sleep(for: .milliseconds(10))
             }
