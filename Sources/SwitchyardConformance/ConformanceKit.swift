@@ -1,5 +1,6 @@
 import Glibc
 public import Switchyard
+import SwitchyardSimulation
 import SwitchyardCalls
 import SwitchyardBackendKit
 import SwitchyardBackendLoader
@@ -303,6 +304,16 @@ public enum ConformanceKit {
             log("[conformance] [\(pair)] \(scenario.name): FAILED: \(made.message)")
             return Ended(failure: made)
         }
+        // A pair of the simulation runs on a network of the run's own, in virtual time:
+        // every transport the scenario makes of the pair's backends is on it.
+        let simulated: SimulatedNetwork?
+        do {
+            simulated = SimulatedFaultNetwork.runs(client, server) ? try SimulatedFaultNetwork.makeNetwork() : nil
+        } catch {
+            return notMade("client", client, error)
+        }
+        let client = simulated.map { SimulatedFaultNetwork.backend(on: $0, as: client) } ?? client
+        let server = simulated.map { SimulatedFaultNetwork.backend(on: $0, as: server) } ?? server
         do {
             clientTransport = try client.make(configuration)
         } catch {
@@ -323,13 +334,17 @@ public enum ConformanceKit {
             return context
         }()
 
+        if let simulated { context.log("on \(simulated)") }
         let started = ContinuousClock.now
         var scenarioFailure: ConformanceFailure?
         var scenarioSkip: ConformanceSkip?
         do {
             let limit = scenario.timeLimit
-            try await raceAgainstDeadline(limit, onTimeout: { failure("the scenario did not finish within \(limit); it hangs or is far too slow") }) {
-                try await scenario.run(context)
+            try await raceAgainstDeadline(limit, clock: SystemTransportClock(), onTimeout: { failure("the scenario did not finish within \(limit); it hangs or is far too slow") }) {
+                try await KitClock.running(on: simulated) {
+                    guard let simulated else { return try await scenario.run(context) }
+                    try await simulated.run { try await scenario.run(context) }
+                }
             }
         } catch let error as ConformanceFailure {
             scenarioFailure = error
@@ -347,8 +362,11 @@ public enum ConformanceKit {
         var shutdownProblems: [String] = []
         for (side, transport) in [("client", clientTransport), ("server", serverTransport)] {
             do {
-                try await raceAgainstDeadline(.seconds(30), onTimeout: { failure("\(side) shutdownNow() did not return within 30 s") }) {
-                    await transport.shutdownNow()
+                try await raceAgainstDeadline(.seconds(30), clock: SystemTransportClock(), onTimeout: { failure("\(side) shutdownNow() did not return within 30 s") }) {
+                    try await KitClock.running(on: simulated) {
+                        guard let simulated else { return await transport.shutdownNow() }
+                        try await simulated.run { await transport.shutdownNow() }
+                    }
                 }
             } catch {
                 shutdownProblems.append("\(error)")
@@ -385,6 +403,9 @@ public enum ConformanceKit {
         var ended = Ended(measurements: context.measurements, elapsed: elapsed)
         if var scenarioFailure {
             if !problems.isEmpty { scenarioFailure.message += "; also: " + problems.joined(separator: "; ") }
+            if let simulated {
+                scenarioFailure.message += " [\(SimulatedNetwork.seedVariable)=\(simulated.seed) replays the run]"
+            }
             context.log("FAILED after \(elapsed): \(scenarioFailure.message)")
             ended.failure = scenarioFailure
         } else if !problems.isEmpty {

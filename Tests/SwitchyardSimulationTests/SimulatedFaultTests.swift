@@ -94,6 +94,36 @@ struct SimulatedFaultTests {
         await pair.shutDown()
     }
 
+    @Test("a host that rejects with reset ends a connection at its next send, after the latency; an idle one stays; a connect is refused until it stops")
+    func rejectWithReset() async throws {
+        let network = try SimulatedNetwork(seed: 8, link: SimulatedLink(latency: .milliseconds(10)))
+        let pair = try await SimulatedPair.make(network: network)
+        network.inject(.rejectWithReset(host: SimulatedPair.serverHost))
+        await network.advance(by: .milliseconds(50))
+        #expect(!pair.clientRecorder.closed && !pair.serverRecorder.closed, "nothing sent, nothing rejected")
+
+        pair.connection.write([1], completion: nil)
+        await network.advance(by: .milliseconds(9))
+        #expect(!pair.clientRecorder.closed, "the reset comes back after the latency")
+        await network.advance(by: .milliseconds(1))
+        #expect(pair.clientRecorder.error?.code == .unavailable)
+        #expect(pair.clientRecorder.error?.reason == .reset)
+        #expect(pair.serverRecorder.bytes.isEmpty)
+        #expect(network.eventLog.contains { $0.contains("reject 10.0.0.1:") && $0.hasSuffix("data 1") })
+
+        let error = await #expect(throws: TransportError.self) {
+            _ = try await pair.client.connect(to: Endpoint(host: SimulatedPair.serverHost, port: 80))
+        }
+        #expect(error?.code == .unavailable)
+        #expect(error?.reason == .refused)
+
+        network.inject(.stopRejecting(host: SimulatedPair.serverHost))
+        await network.advance(by: .zero)
+        let fresh = try await pair.client.connect(to: Endpoint(host: SimulatedPair.serverHost, port: 80))
+        fresh.close()
+        await pair.shutDown()
+    }
+
     @Test("a host that stops reading holds its writers back after one window; resumed, everything arrives")
     func stopReading() async throws {
         let network = try SimulatedNetwork(seed: 5, link: SimulatedLink(latency: .milliseconds(1)))

@@ -163,9 +163,11 @@ public final class TransportLifecycle<Loop: BackendEventLoop>: Sendable {
 
     public func shutdown(gracePeriod: Duration) async {
         stopAccepting()
-        let deadline = ContinuousClock.now + gracePeriod
-        while openResources > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
+        // The loops' clock: a simulated network's virtual time passes the grace period.
+        let clock = group.loops[0].clock
+        let deadline = clock.now + gracePeriod
+        while openResources > 0, clock.now < deadline {
+            try? await clock.sleep(until: min(clock.now + .milliseconds(5), deadline))
         }
         await shutdownNow()
     }

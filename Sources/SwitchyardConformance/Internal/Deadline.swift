@@ -1,3 +1,4 @@
+import Switchyard
 import Synchronization
 
 /// How long, in seconds, a wait for what comes in milliseconds (the next bytes of an
@@ -19,12 +20,12 @@ let quietLimit: Double = 2
 /// must leave the runtime's thread pool idle while the process has no descriptor to spare
 /// (libdispatch, woken then, can crash the process when it cannot open a file).
 func raceAgainstDeadline<T: Sendable>(
-    _ limit: Duration,
+    _ limit: Duration, clock: any TransportClock = KitClock.current,
     onTimeout: @escaping @Sendable () -> any Error,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await race(body) {
-        try? await KitClock.sleep(for: limit)
+    try await race(body, on: clock.taskExecutor) {
+        try? await clock.sleep(for: limit)
         return Task.isCancelled ? nil : onTimeout()
     }
 }
@@ -39,7 +40,7 @@ func raceAgainstWatchdog<T: Sendable>(
     _ check: @escaping @Sendable (ContinuousClock.Instant) -> (any Error)?,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await race(body) {
+    try await race(body, on: KitClock.taskExecutor) {
         while !Task.isCancelled {
             if let error = check(KitClock.now) { return error }
             try? await KitClock.sleep(for: watchdogInterval)
@@ -52,18 +53,18 @@ func raceAgainstWatchdog<T: Sendable>(
 /// the error `timer` returns (`nil`: it was cancelled), whichever comes first. The loser
 /// is cancelled; a `body` that ignores cancellation is abandoned, never awaited.
 private func race<T: Sendable>(
-    _ body: @escaping @Sendable () async throws -> T,
+    _ body: @escaping @Sendable () async throws -> T, on executor: (any TaskExecutor)?,
     timer: @escaping @Sendable () async -> (any Error)?
 ) async throws -> T {
     let gate = ResumeOnce<T>()
-    let work = Task(executorPreference: KitClock.taskExecutor) { try await body() }
+    let work = Task(executorPreference: executor) { try await body() }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             gate.install(continuation)
-            let timing = Task(executorPreference: KitClock.taskExecutor) {
+            let timing = Task(executorPreference: executor) {
                 if let error = await timer(), gate.resume(with: .failure(error)) { work.cancel() }
             }
-            Task(executorPreference: KitClock.taskExecutor) {
+            Task(executorPreference: executor) {
                 let result = await work.result
                 timing.cancel()
                 gate.resume(with: result)

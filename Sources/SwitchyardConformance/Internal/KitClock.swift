@@ -1,24 +1,40 @@
 import Switchyard
+import SwitchyardSimulation
+import Synchronization
 
-/// The clock the kit measures and waits by: the system's, except inside a simulated
-/// fault network (`SimulatedFaultNetwork`), where a scenario's body runs in the
-/// network's virtual time, so its stall timeouts, keepalives and backoffs pass in no
-/// wall-clock time and its figures are virtual times, held to the same bounds.
+/// The clock the kit measures and waits by: the system's, except while a pair of the
+/// simulation runs. Such a run is on a simulated network of its own, driven by hand
+/// (``simulatedNetwork``), and the scenario runs in that network's virtual time: its
+/// stall timeouts, keepalives, backoffs and deadlines pass in no wall-clock time, and
+/// the times it measures are virtual, held to the same bounds.
 ///
-/// A task-local value: the scenario's task and the tasks it starts see it. Code that
-/// runs in a transport's callbacks (a handler, a monitor's observer) is in no task:
-/// an object that takes times there reads the clock once, when the scenario makes it
-/// (`CallRecorder`, `WaitProgress`).
+/// One value for the process, set by the runner for the length of a run (the kit runs
+/// one at a time), so that code in a transport's callbacks and in a server's handlers,
+/// which runs in no task of the scenario's, reads the same clock.
 enum KitClock {
-    @TaskLocal static var current: any TransportClock = SystemTransportClock()
+    private static let network = Mutex<SimulatedNetwork?>(nil)
+
+    /// The simulated network of the run in progress, if it is a pair of the simulation.
+    static var simulatedNetwork: SimulatedNetwork? { network.withLock { $0 } }
+
+    /// Runs `body` with `simulated` as the run's network (nil: the system's clock).
+    static func running<T>(on simulated: SimulatedNetwork?, _ body: () async throws -> T) async rethrows -> T {
+        network.withLock { $0 = simulated }
+        defer { network.withLock { $0 = nil } }
+        return try await body()
+    }
+
+    /// The clock now: the run's network's, else the system's.
+    static var current: any TransportClock {
+        simulatedNetwork?.transportClock ?? SystemTransportClock()
+    }
 
     /// The time now, on the current clock.
     static var now: ContinuousClock.Instant { current.now }
 
     /// Sleeps `duration` on the current clock.
     static func sleep(for duration: Duration) async throws {
-        let clock = current
-        try await clock.sleep(until: clock.now + duration)
+        try await current.sleep(for: duration)
     }
 
     /// Sleeps until `deadline` on the current clock.
@@ -27,7 +43,14 @@ enum KitClock {
     }
 
     /// The executor the kit's own unstructured tasks start on: the simulated network's
-    /// thread inside one (so the network sees them as its own work and does not move its
-    /// clock while they run), else none.
+    /// thread in a run of the simulation (so the network counts them as its own work and
+    /// does not move its clock while they run), else none.
     static var taskExecutor: (any TaskExecutor)? { current.taskExecutor }
+}
+
+extension TransportClock {
+    /// Sleeps `duration` on this clock.
+    func sleep(for duration: Duration) async throws {
+        try await sleep(until: now + duration)
+    }
 }

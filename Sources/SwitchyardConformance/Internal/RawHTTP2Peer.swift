@@ -189,7 +189,7 @@ final class RawHTTP2Peer: @unchecked Sendable {
             }
             try await connection.write(Array(bytes[offset..<end]))
             offset = end
-            if pauseWhile(pieces) { try await Task.sleep(for: .milliseconds(1)) }
+            if pauseWhile(pieces) { try await KitClock.sleep(for: .milliseconds(1)) }
             pieces += 1
         }
         return pieces

@@ -3,10 +3,11 @@ import Switchyard
 import SwitchyardSimulation
 import Synchronization
 
-/// A fault scenario's network for the `simulation` backend: a simulated network of the
-/// scenario's own, driven by hand, with the addresses the namespaces use (`FaultNetwork`)
-/// and links of 1 ms. Its faults are the simulation's (`SimulatedFault`): the client's
-/// link down and a black hole make every segment vanish; a reset is a firewall's reject.
+/// A fault scenario's network for the `simulation` backend: hosts on the run's own
+/// simulated network (``makeNetwork()``, driven by hand, links of 1 ms), at the addresses
+/// the namespaces use (`FaultNetwork`). Its faults are the simulation's
+/// (`SimulatedFault`): the client's link down and a black hole make every segment
+/// vanish; a reset is a firewall's reject.
 ///
 /// - The direct layout: the client's host and the server's, one path between them.
 /// - The layouts of two paths (Wi-Fi and cellular, two Wi-Fi): the client's side is a
@@ -15,10 +16,9 @@ import Synchronization
 ///   client's transport follows it (its connections start from the path's address), and
 ///   the addresses a path loses go dark. The server listens behind both.
 ///
-/// ``run(_:)`` runs the scenario's steps on the network's thread, in its virtual time
-/// (`SimulatedNetwork/run(_:)`), with the kit's clock (`KitClock`) set to it: a stall
-/// timeout passes in no wall-clock time, and the times the scenario measures are
-/// virtual, held to the same bounds as on a real network. Its seed is logged, and
+/// The whole run is in the network's virtual time (`KitClock`): a stall timeout passes
+/// in no wall-clock time, and the times the scenario measures are virtual, held to the
+/// same bounds as on a real network. The run's seed is logged, and
 /// `SWITCHYARD_SIMULATION_SEED` replays it.
 final class SimulatedFaultNetwork: SwitchablePaths {
     /// Whether `client` and `server` are backends of the simulation, which runs the fault
@@ -45,11 +45,9 @@ final class SimulatedFaultNetwork: SwitchablePaths {
         var addresses: [[String]]
     }
 
-    /// A network of `layout`, with a seed from `SWITCHYARD_SIMULATION_SEED`, else a
-    /// random one.
-    init(_ layout: FaultNetwork.Layout, family: FaultNetwork.Family) throws {
-        let seed = getenv(SimulatedNetwork.seedVariable).flatMap { UInt64(String(cString: $0)) } ?? .random(in: .min ... .max)
-        network = try SimulatedNetwork(seed: seed, link: SimulatedLink(latency: .milliseconds(1)))
+    /// The hosts of `layout` on `network`, the run's.
+    init(_ layout: FaultNetwork.Layout, family: FaultNetwork.Family, on network: SimulatedNetwork) {
+        self.network = network
         self.family = family
         switch layout {
         case .direct:
@@ -82,6 +80,20 @@ final class SimulatedFaultNetwork: SwitchablePaths {
 
     var clientAddress: String { paths[0].clientAddress }
 
+    /// `backend` (the simulation's) with transports on `network` instead of the shared one.
+    static func backend(on network: SimulatedNetwork, as backend: TransportBackend) -> TransportBackend {
+        var backend = backend
+        backend.make = { try SimulationTransport(network: network, configuration: $0) }
+        return backend
+    }
+
+    /// A network driven by hand with links of 1 ms, seeded from
+    /// `SWITCHYARD_SIMULATION_SEED`, else at random.
+    static func makeNetwork() throws -> SimulatedNetwork {
+        let seed = getenv(SimulatedNetwork.seedVariable).flatMap { UInt64(String(cString: $0)) } ?? .random(in: .min ... .max)
+        return try SimulatedNetwork(seed: seed, link: SimulatedLink(latency: .milliseconds(1)))
+    }
+
     func makeServerTransport(_ backend: TransportBackend, configuration: TransportConfiguration) async throws -> any Transport {
         try SimulationTransport(network: network, host: serverAddress, configuration: configuration)
     }
@@ -91,9 +103,9 @@ final class SimulatedFaultNetwork: SwitchablePaths {
         return try SimulationTransport(network: network, host: clientAddress, configuration: configuration)
     }
 
+    /// The run is in the network's time already.
     func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
-        let clock = network.transportClock
-        try await network.run { try await KitClock.$current.withValue(clock) { try await body() } }
+        try await body()
     }
 
     // MARK: faults

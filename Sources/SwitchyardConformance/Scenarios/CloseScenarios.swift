@@ -134,8 +134,13 @@ extension ConformanceScenario {
             client.startReading()
             try await context.barrier(on: client.eventLoop, "after the client's startReading")
             let hold = LoopHold()
-            client.eventLoop.execute { hold.hold() }
-            try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client's loop is held") { hold.isHeld }
+            // A simulated network's loops share one thread with the scenario: there the
+            // data and the reset arrive as consecutive events, with no hold.
+            let holds = KitClock.simulatedNetwork == nil
+            if holds {
+                client.eventLoop.execute { hold.hold() }
+                try await context.waitUntil(seconds: 5, quiet: quietLimit, "the client's loop is held") { hold.isHeld }
+            }
             let data = ConformancePattern.bytes(count: 1000, seed: 707)
             let written = try await context.write(data, on: server)
             server.reset()

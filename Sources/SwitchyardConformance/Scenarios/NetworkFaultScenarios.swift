@@ -166,14 +166,10 @@ extension ConformanceContext {
         }
         let network: any FaultPath
         if SimulatedFaultNetwork.runs(clientBackend, serverBackend) {
-            let simulated: SimulatedFaultNetwork
-            do {
-                simulated = try SimulatedFaultNetwork(layout, family: family)
-            } catch {
-                try fail("could not make the simulated fault network: \(error)")
+            guard let simulated = KitClock.simulatedNetwork else {
+                try fail("a pair of the simulation outside the runner: no simulated network to run on")
             }
-            log("\(simulated.network) (\(SimulatedNetwork.seedVariable)=\(simulated.network.seed) replays it)")
-            network = simulated
+            network = SimulatedFaultNetwork(layout, family: family, on: simulated)
         } else {
             guard clientBackend.travelsOverTCP && serverBackend.travelsOverTCP else {
                 try skip("\(pair) has no TCP sockets to put in network namespaces")

@@ -17,7 +17,7 @@ extension ConformanceScenario {
         "While suspended a connect is refused in under 100 ms; after resume the listener is back on the same port and serves",
         checklist: ["A2", "A5", "A8", "A9"], timeLimit: .seconds(60)
     ) { context in
-        let lifecycle = Lifecycle(gracePeriod: .seconds(2))
+        let lifecycle = Lifecycle(gracePeriod: .seconds(2), clock: KitClock.current)
         let listener = try await context.suspendableListener(lifecycle)
         defer { listener.close() }
         listener.acceptConnections { connection in EchoHandler(connection).start() }
@@ -55,7 +55,7 @@ extension ConformanceScenario {
         "On suspend a connection registered with policy close is closed (its handler hears a local close, the peer an end of stream or a reset) and a new connection after resume echoes",
         checklist: ["F1", "F8"], timeLimit: .seconds(60)
     ) { context in
-        let lifecycle = Lifecycle(gracePeriod: .seconds(2))
+        let lifecycle = Lifecycle(gracePeriod: .seconds(2), clock: KitClock.current)
         let listener = try await context.suspendableListener(lifecycle)
         defer { listener.close() }
         let closes = Collected<String>()
@@ -96,7 +96,7 @@ extension ConformanceScenario {
             return .ok
         }
         defer { server.closeNow() }
-        let lifecycle = Lifecycle(gracePeriod: .zero)
+        let lifecycle = Lifecycle(gracePeriod: .zero, clock: KitClock.current)
         let channel = context.channel(to: server)
         lifecycle.register(channel)
 
@@ -134,7 +134,7 @@ extension ConformanceScenario {
         "On suspend a connection registered with policy keep stays open: its willSuspend hook quiets it, and after didResume it carries the data sent meanwhile",
         checklist: ["C1", "D9"], timeLimit: .seconds(60)
     ) { context in
-        let lifecycle = Lifecycle(gracePeriod: .seconds(2))
+        let lifecycle = Lifecycle(gracePeriod: .seconds(2), clock: KitClock.current)
         let listener = try await context.suspendableListener(lifecycle)
         defer { listener.close() }
         let hooks = Collected<String>()
@@ -253,7 +253,7 @@ extension ConformanceScenario {
         checklist: ["F8", "J3"], timeLimit: .seconds(60)
     ) { context in
         for policy in [SuspendPolicy.close, .keep] {
-            let lifecycle = Lifecycle(gracePeriod: .seconds(1))
+            let lifecycle = Lifecycle(gracePeriod: .seconds(1), clock: KitClock.current)
             let transport = context.server
             let endpoint = context.localEndpoint()
             let server = try await context.step("starting a call server with a lifecycle (policy \(policy))", seconds: 10) {
