@@ -58,8 +58,6 @@ final class CallRecorder: CallHandler {
     private let keepsMessages: Bool
     private let onReceive: (@Sendable (Call, [UInt8]) -> Void)?
     private let onEnd: (@Sendable (Call) -> Void)?
-    /// The kit's clock when the recorder was made: its callbacks run in no task.
-    private let clock = KitClock.current
 
     /// - Parameters:
     ///   - keepsMessages: whether to keep each message's bytes (otherwise only counted).
@@ -125,7 +123,7 @@ final class CallRecorder: CallHandler {
     }
 
     func call(_ call: Call, didCloseWith status: CallStatus) {
-        let now = clock.now
+        let now = KitClock.now
         record(call, "didClose") { events in
             events.statuses.append(status)
             events.log.append(.closed)

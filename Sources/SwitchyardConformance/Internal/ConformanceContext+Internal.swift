@@ -70,17 +70,13 @@ final class CompletionLog: Sendable {
         var error: TransportError?
     }
     private let entries = Mutex<[Entry]>([])
-    /// The kit's clock when the log was made: completions run in no task.
-    private let clock = KitClock.current
-    private let bytes: Mutex<(completed: Int, last: ContinuousClock.Instant)>
+    private let bytes = Mutex<(completed: Int, last: ContinuousClock.Instant)>((0, KitClock.now))
 
-    init() {
-        bytes = Mutex((0, clock.now))
-    }
+    init() {}
 
     func record(_ index: Int, byteCount: Int = 0, _ error: TransportError?) {
         entries.withLock { $0.append(Entry(index: index, error: error)) }
-        let now = clock.now
+        let now = KitClock.now
         if error == nil {
             bytes.withLock { $0.completed += byteCount; $0.last = now }
         } else {

@@ -82,16 +82,14 @@ private let watchdogInterval: Duration = .milliseconds(10)
 /// not changed for its quiet limit, and its failure quotes it ("99 of 100 bytes arrived").
 final class WaitProgress: Sendable {
     private let state: Mutex<(seen: String, changed: ContinuousClock.Instant)>
-    /// The kit's clock when the wait began: progress is noted in callbacks too.
-    private let clock = KitClock.current
 
     init(_ seen: String) {
-        state = Mutex((seen, clock.now))
+        state = Mutex((seen, KitClock.now))
     }
 
     /// Something moved: `seen` says what the wait has seen now.
     func advance(_ seen: String) {
-        let now = clock.now
+        let now = KitClock.now
         state.withLock { $0 = (seen, now) }
     }
 

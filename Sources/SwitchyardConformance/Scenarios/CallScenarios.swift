@@ -856,7 +856,7 @@ private final class PacedSender: CallHandler {
         recorder.callDidWriteData(call)
         let done = mutableState.withLock { state in
             state.completed += 1
-            state.lastCompletion = .now
+            state.lastCompletion = KitClock.now
             return state.completed == total
         }
         if done { call.finishSending() } else { sendNext(call) }

@@ -271,8 +271,7 @@ extension ConformanceContext {
             }
             defer { closeMonitor() }
             let changes = Collected<PathReport>()
-            let clock = KitClock.current
-            let observation = monitor.observe { changes.append(PathReport(at: clock.now, path: $0)) }
+            let observation = monitor.observe { changes.append(PathReport(at: KitClock.now, path: $0)) }
             defer { observation.cancel() }
             let wifi = network.paths[0].monitoredPath(.wifi)
             try expectEqual(monitor.current, wifi, "the monitor's path at start")

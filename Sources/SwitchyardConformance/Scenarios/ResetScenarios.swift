@@ -282,7 +282,7 @@ final class OrderedConnectionEvents: ConnectionHandler {
         let inLoop = loop.inEventLoop
         state.withLock {
             $0.log.append(.close(error))
-            if $0.closedAt == nil { $0.closedAt = .now }
+            if $0.closedAt == nil { $0.closedAt = KitClock.now }
             if !inLoop { $0.offLoop.append("connectionDidClose") }
         }
     }

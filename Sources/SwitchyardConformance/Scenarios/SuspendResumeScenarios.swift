@@ -189,8 +189,7 @@ extension ConformanceScenario {
     ) { context in
         try await context.withFaultNetwork { rig in
             let grace: Duration = .milliseconds(500)
-            let clock = rig.client.clock
-            let lifecycle = Lifecycle(gracePeriod: grace, clock: clock)
+            let lifecycle = Lifecycle(gracePeriod: grace, clock: KitClock.current)
             let listener = try await context.step("listening through a lifecycle in the server's namespace", seconds: 10) {
                 try await lifecycle.listen(on: Endpoint(host: rig.network.serverAddress, port: 0), using: rig.server)
             }
@@ -216,7 +215,7 @@ extension ConformanceScenario {
 
             // The reply the background work is sending when the path goes black.
             let expired = Collected<ContinuousClock.Instant>()
-            let work = lifecycle.beginBackgroundWork("sending the reply") { expired.append(clock.now) }
+            let work = lifecycle.beginBackgroundWork("sending the reply") { expired.append(KitClock.now) }
             try context.networkStep("dropping the server port's packets both ways") { try rig.network.blackHole(port: target.port) }
             let writes = Collected<String>()
             server.write(ConformancePattern.bytes(count: 4 << 20, seed: 42)) { error in
