@@ -40,7 +40,8 @@ struct ConformanceCommand: ParsableCommand {
         discussion: """
             Every selected scenario runs on every selected pair, one run at a time, each with \
             fresh transports, a time limit and a descriptor-leak check. Scenarios that need \
-            network namespaces run only as root.
+            network namespaces run only as root; on simulation→simulation they run without \
+            root, on the run's own simulated network, in its virtual time.
 
             Output: a progress line per run, written as the run ends (unbuffered, to a \
             terminal, a file or a pipe alike), then the report: a summary line, one row per \

@@ -36,8 +36,8 @@ public import SwitchyardBackendKit
 /// - **Shutdown** as every toolkit-built backend (`TransportLifecycle`):
 ///   `shutdownNow()` closes the listeners, ends every open connection with
 ///   `cancelled`/`shutdown` (the peers see end of stream) and stops the loops;
-///   `shutdown(gracePeriod:)` first waits up to the grace period (real time) for the
-///   connections to end. On a manually driven network a shutdown runs the work due now
+///   `shutdown(gracePeriod:)` first waits up to the grace period (on the transport's
+///   clock: virtual time when the test drives the network) for the connections to end. On a manually driven network a shutdown runs the work due now
 ///   without moving the clock.
 ///
 /// ## Errors
@@ -47,13 +47,16 @@ public import SwitchyardBackendKit
 /// | connect: nothing listens on the address (or the listener closed) | `unavailable` | `refused` |
 /// | connect: a name other than `localhost` | `unavailable` | `name resolution` |
 /// | connect: the followed monitor's path has no address (`none`) | `unavailable` | `unreachable` |
+/// | connect: the path to the target is black-holed (the SYN vanishes), at its `ConnectOptions/timeout` | `deadlineExceeded` | `connect timeout` |
+/// | connect: the target's host rejects with reset (``SimulatedFault/rejectWithReset(host:)``) | `unavailable` | `refused` |
+/// | connect: pending, its task cancelled | `cancelled` | `task cancelled` |
 /// | connect: the task was already cancelled | `cancelled` | `task cancelled` |
 /// | connect or listen: the transport is shutting down or shut down | `cancelled` | `shutdown` |
 /// | connect or listen: malformed host | `invalidArgument` | `invalid address` |
 /// | connect or listen: no free port | `resourceExhausted` | `resource limit` |
 /// | listen: the address and port overlap a binding | `unavailable` | `address in use` |
 /// | connection: the peer called `reset()`, or wrote to an end that ended | `unavailable` | `reset` |
-/// | connection: ``SimulatedFault/resetConnections(host:)`` | `unavailable` | `reset` |
+/// | connection: ``SimulatedFault/resetConnections(host:)``, or a send to a host that rejects with reset | `unavailable` | `reset` |
 /// | connection: with a stall timeout, bytes unacknowledged or keepalive probes unanswered for it | `unavailable` | `stalled` |
 /// | connection: the transport shut down | `cancelled` | `shutdown` |
 /// | write or shutdownOutput after `close()`/`reset()` | `cancelled` | `closed` |

@@ -15,7 +15,8 @@ public protocol TransportResource: AnyObject, Sendable {
 /// resource registry), and the shutdown sequence of the `Transport` contract.
 ///
 /// - ``shutdown(gracePeriod:)`` closes every listener at once, waits up to the grace
-///   period for the open resources to end, then does what ``shutdownNow()`` does.
+///   period (on the loops' `TransportClock`) for the open resources to end, then does
+///   what ``shutdownNow()`` does.
 /// - ``shutdownNow()`` closes the listeners, ends every open resource on its loop with
 ///   `cancelled`/`shutdown`, waits until every loop has run those ends (a barrier), and
 ///   stops the loops. A second call, concurrent or later, returns once the first has
