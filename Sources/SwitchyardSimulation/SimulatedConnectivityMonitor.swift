@@ -57,12 +57,14 @@ public final class SimulatedConnectivityMonitor: ConnectivityMonitor {
 
     /// Applies a change, on the network's loop.
     private func apply(_ path: ConnectivityPath) {
-        let previous = observers.current
-        guard previous != path else { return }
-        network.clock.record("path \(previous) > \(path)")
-        network.pathChanged(lost: previous.addresses.subtracting(path.addresses), gained: path.addresses)
-        let reporting = reporting
-        observers.update(path) { previous in reporting.changed(from: previous, to: path) }
+        let network = network, reporting = reporting
+        // Before the observers hear it: a channel that reconnects then finds the lost
+        // addresses dark already.
+        _ = observers.update(path) { previous in
+            network.clock.record("path \(previous) > \(path)")
+            network.pathChanged(lost: previous.addresses.subtracting(path.addresses), gained: path.addresses)
+            reporting.changed(from: previous, to: path)
+        }
     }
 
     /// The address a following transport's connections start from now, if any.

@@ -89,6 +89,9 @@ final class VirtualClock: @unchecked Sendable {
     /// The sequence numbers of timers cancelled before they ran: dropped, not run, and
     /// the clock does not move to them.
     private var cancelledTimers: Set<UInt64> = []
+    /// The sequence numbers of timers still queued (``enqueueTimer(_:on:at:)``), so that a
+    /// cancel knows at once whether its timer has run.
+    private var pendingTimers: Set<UInt64> = []
     private var nextLoopID = 1
     private var finished = false
 
@@ -198,14 +201,19 @@ final class VirtualClock: @unchecked Sendable {
     /// timer's number for `cancelTimer(_:)`; nil, and the work is dropped, once the loop
     /// has stopped.
     func enqueueTimer(_ work: @escaping () -> Void, on loop: SimulatedEventLoop, at time: Duration) -> UInt64? {
-        locked { enqueueLocked(work, on: loop, at: time) ? sequence : nil }
+        locked {
+            guard enqueueLocked(work, on: loop, at: time) else { return nil }
+            // Queued, unless automatic driving made it ready at once.
+            if driving == .manual || time > current { pendingTimers.insert(sequence) }
+            return sequence
+        }
     }
 
     /// Drops timer `number` if it has not run: it will not run, and time will not move
     /// to it.
     func cancelTimer(_ number: UInt64) {
         locked {
-            guard events.unordered.contains(where: { $0.sequence == number }) else { return }
+            guard pendingTimers.remove(number) != nil else { return }
             cancelledTimers.insert(number)
         }
     }
@@ -259,6 +267,7 @@ final class VirtualClock: @unchecked Sendable {
                 // Its timers will never run: drop them now, and what they hold with them.
                 // Work queued before now still runs, so no continuation is stranded.
                 events = Heap(events.unordered.filter { $0.loop !== loop || $0.time <= current })
+                if !pendingTimers.isEmpty { pendingTimers.formIntersection(events.unordered.map(\.sequence)) }
                 pthread_cond_broadcast(loopStopped)
             }
         })
@@ -364,7 +373,7 @@ final class VirtualClock: @unchecked Sendable {
     private func takeManualEvent() -> Event? {
         while let first = events.min {
             if !cancelledTimers.isEmpty, cancelledTimers.remove(first.sequence) != nil {
-                events.removeMin()
+                takeMinEvent()
                 continue
             }
             let runnable =
@@ -377,7 +386,7 @@ final class VirtualClock: @unchecked Sendable {
                 case nil: holds > 0 && first.time <= current
                 }
             guard runnable else { return nil }
-            events.removeMin()
+            takeMinEvent()
             if stoppedLoops.contains(first.loop.id) && first.time > current { continue }
             current = max(current, first.time)
             return first
@@ -429,16 +438,22 @@ final class VirtualClock: @unchecked Sendable {
         guard readyCount == 0, runningCount == 0 else { return }
         while readyCount == 0, let first = events.min {
             if !cancelledTimers.isEmpty, cancelledTimers.remove(first.sequence) != nil {
-                events.removeMin()
+                takeMinEvent()
                 continue
             }
             current = max(current, first.time)
             while let next = events.min, next.time <= current {
-                events.removeMin()
+                takeMinEvent()
                 if stoppedLoops.contains(next.loop.id) || (!cancelledTimers.isEmpty && cancelledTimers.remove(next.sequence) != nil) { continue }
                 makeReady(next)
             }
         }
+    }
+
+    /// Removes the earliest event from the queue (it runs, or is dropped). Mutex held.
+    private func takeMinEvent() {
+        let event = events.removeMin()
+        if !pendingTimers.isEmpty { pendingTimers.remove(event.sequence) }
     }
 
     private func lock() { pthread_mutex_lock(mutex) }
