@@ -1,3 +1,5 @@
+import Switchyard
+
 extension SimulatedNetwork {
     /// Applies `fault` now: at the current virtual time, after the events already due
     /// (with manual driving, when the test next drives the clock).
@@ -8,7 +10,9 @@ extension SimulatedNetwork {
     /// Applies `fault` at virtual time `time` (since the network was made; now if that
     /// has passed), after the events already queued for that time.
     public func schedule(_ fault: SimulatedFault, at time: Duration) {
-        let fault = SimulatedFault(kind: fault.kind, host: Self.canonical(fault.host))
+        let fault = SimulatedFault(
+            kind: fault.kind, host: Self.canonical(fault.host), port: fault.port,
+            remote: fault.remote.map { Endpoint(host: Self.canonical($0.host), port: $0.port) })
         clock.enqueue({ [weak self] in self?.apply(fault) }, on: controlLoop, at: time)
     }
 
@@ -21,6 +25,11 @@ extension SimulatedNetwork {
             state.withLock { _ = $0.blackHoles.insert(host) }
         case .liftBlackHole:
             state.withLock { _ = $0.blackHoles.remove(host) }
+        case .reclaimSocket:
+            for end in state.withLock({ $0.ends(on: host) })
+            where end.localAddress.port == fault.port && end.remoteAddress == fault.remote {
+                _ = end.loop.submit { end.reclaimedBySystem(fault) }
+            }
         case .rejectWithReset:
             state.withLock { _ = $0.rejecting.insert(host) }
         case .stopRejecting:

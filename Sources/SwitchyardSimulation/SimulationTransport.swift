@@ -58,6 +58,7 @@ public import SwitchyardBackendKit
 /// | connection: the peer called `reset()`, or wrote to an end that ended | `unavailable` | `reset` |
 /// | connection: ``SimulatedFault/resetConnections(host:)``, or a send to a host that rejects with reset | `unavailable` | `reset` |
 /// | connection: with a stall timeout, bytes unacknowledged or keepalive probes unanswered for it | `unavailable` | `stalled` |
+/// | connection: ``SimulatedFault/reclaimSocket(local:remote:)`` | `unavailable` | `reclaimed` |
 /// | connection: the transport shut down | `cancelled` | `shutdown` |
 /// | write or shutdownOutput after `close()`/`reset()` | `cancelled` | `closed` |
 /// | write or second shutdownOutput after `shutdownOutput` | `failedPrecondition` | `output shut down` |

@@ -124,6 +124,27 @@ struct SimulatedFaultTests {
         await pair.shutDown()
     }
 
+    @Test("a reclaimed socket ends its end alone with unavailable/reclaimed at once, its writes unsent; the peer hears a reset after the latency")
+    func reclaimSocket() async throws {
+        let network = try SimulatedNetwork(seed: 9, link: SimulatedLink(latency: .milliseconds(10)))
+        let pair = try await SimulatedPair.make(network: network)
+        let other = try await SimulatedPair.make(network: network, port: 81)
+        network.inject(.reclaimSocket(local: pair.accepted.localAddress, remote: pair.accepted.remoteAddress))
+        await network.advance(by: .zero)
+        #expect(pair.serverRecorder.error?.code == .unavailable)
+        #expect(pair.serverRecorder.error?.reason == .reclaimed)
+        #expect(!pair.clientRecorder.closed, "the peer hears it after the latency")
+        let completions = Completions()
+        pair.accepted.write([1], completion: completions.record)
+        await network.advance(by: .milliseconds(10))
+        #expect(completions.succeeded == 0, "a write on a reclaimed socket is never sent")
+        #expect(pair.clientRecorder.error?.reason == .reset)
+        #expect(pair.clientRecorder.bytes.isEmpty)
+        #expect(!other.clientRecorder.closed && !other.serverRecorder.closed, "another connection to the same host stays")
+        await other.shutDown()
+        await pair.shutDown()
+    }
+
     @Test("a host that stops reading holds its writers back after one window; resumed, everything arrives")
     func stopReading() async throws {
         let network = try SimulatedNetwork(seed: 5, link: SimulatedLink(latency: .milliseconds(1)))

@@ -28,10 +28,13 @@ extension ConformanceScenario {
         }
         defer { server.close() }
         let channel = context.channel(to: server)
+        // A simulated network has no descriptors: its system reclaims a socket itself.
+        let simulated = KitClock.simulatedNetwork
         var cases: [ReclaimCase] = DescriptorReplacement.allCases.map { .client($0) }
         cases += DescriptorReplacement.allCases.map { .server($0) }
         cases += DescriptorReplacement.allCases.map { .clientNotReading($0) }
         cases.append(.destroyed)
+        if simulated != nil { cases = [.simulated(serverSide: false), .simulated(serverSide: true)] }
         var seed: UInt64 = 38_000
         for reclaim in cases {
             seed += 1
@@ -55,9 +58,13 @@ extension ConformanceScenario {
             let clientPort = call.connection.localAddress.port
             let serverPort = call.connection.remoteAddress.port
             let (localPort, remotePort) = reclaim.isServerSide ? (serverPort, clientPort) : (clientPort, serverPort)
-            guard let fd = SocketDescriptors.descriptor(localPort: localPort, remotePort: remotePort) else {
-                call.cancel()
-                try context.skip("no established TCP socket from port \(localPort) to \(remotePort) in /proc/net/tcp(6) and /proc/self/fd: \(context.pair) has no TCP descriptors")
+            var fd: Int32 = -1
+            if simulated == nil {
+                guard let found = SocketDescriptors.descriptor(localPort: localPort, remotePort: remotePort) else {
+                    call.cancel()
+                    try context.skip("no established TCP socket from port \(localPort) to \(remotePort) in /proc/net/tcp(6) and /proc/self/fd: \(context.pair) has no TCP descriptors")
+                }
+                fd = found
             }
             // The side whose descriptor goes, and the call that must end reclaimed.
             let (victim, victimRecorder): (Call, CallRecorder)
@@ -72,6 +79,11 @@ extension ConformanceScenario {
             switch reclaim {
             case .client(let replacement), .server(let replacement), .clientNotReading(let replacement):
                 do { kept = try replacement.replace(fd) } catch { try context.fail("\(reclaim): \(error)") }
+            case .simulated:
+                let (local, remote) = (call.connection.localAddress, call.connection.remoteAddress)
+                simulated?.inject(reclaim.isServerSide ? .reclaimSocket(local: remote, remote: local) : .reclaimSocket(local: local, remote: remote))
+                // It acts in a turn of its own, as dup2 acts before the write below.
+                try await KitClock.sleep(for: .milliseconds(1))
             case .destroyed:
                 guard geteuid() == 0 else {
                     context.log("ss -K skipped: not root (SOCK_DESTROY needs CAP_NET_ADMIN)")
@@ -138,6 +150,8 @@ extension ConformanceScenario {
         }
         try await context.waitUntil(seconds: 5, quiet: quietLimit, "the channel has no open call left (\(channel.openCalls))") { channel.openCalls == 0 }
 
+        // Queued writes wait in a descriptor's kernel buffer only on a real socket.
+        guard simulated == nil else { return }
         for replacement in DescriptorReplacement.allCases {
             try await reclaimWithQueuedWrites(context, replacement)
         }
@@ -210,10 +224,15 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
     case clientNotReading(DescriptorReplacement)
     /// The client's socket destroyed by the kernel (`ss -K`).
     case destroyed
+    /// On a simulated network: the client's (or the server's) socket reclaimed by the
+    /// simulated system (`SimulatedFault.reclaimSocket(local:remote:)`).
+    case simulated(serverSide: Bool)
 
     var isServerSide: Bool {
-        if case .server = self { return true }
-        return false
+        switch self {
+        case .server, .simulated(serverSide: true): true
+        default: false
+        }
     }
 
     var stopsReading: Bool {
@@ -227,6 +246,7 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
         case .server(let replacement): "the server's descriptor replaced by \(replacement.rawValue)"
         case .clientNotReading(let replacement): "the client's descriptor replaced by \(replacement.rawValue) while not reading, then a read asked for"
         case .destroyed: "the client's socket destroyed by ss -K"
+        case .simulated(let serverSide): "the \(serverSide ? "server" : "client")'s socket reclaimed by the simulated system"
         }
     }
 
@@ -237,6 +257,7 @@ enum ReclaimCase: Sendable, CustomStringConvertible {
         case .server(let replacement): "server \(replacement)"
         case .clientNotReading(let replacement): "client \(replacement) not reading"
         case .destroyed: "ss -K"
+        case .simulated(let serverSide): "\(serverSide ? "server" : "client") reclaimed"
         }
     }
 }

@@ -250,6 +250,16 @@ final class SimulatedConnection: StreamConnection, LoopBoundResource, @unchecked
         terminate(error, deferCallbacks: false, send: .reset)
     }
 
+    /// The system reclaimed this end's socket (``SimulatedFault/reclaimSocket(local:remote:)``):
+    /// it ends with `unavailable`/`reclaimed`, and the peer hears a reset, as when the
+    /// kernel closes a socket with data unread.
+    func reclaimedBySystem(_ fault: SimulatedFault) {
+        let error = TransportError(
+            code: .unavailable, reason: .reclaimed,
+            message: "the system reclaimed the socket (\(fault), \(network))")
+        terminate(error, deferCallbacks: false, send: .reset)
+    }
+
     /// The host reads again (``SimulatedFault/resumeReading(host:)``).
     func readingResumed() {
         if state.shouldRead { schedulePump() }
