@@ -142,14 +142,20 @@ final class FaultNetwork: Sendable {
                 Path(link: name("wlan0-"), peer: name("syw"), subnet: 1, family: family),
                 Path(link: name("wwan0-"), peer: name("syp"), subnet: 2, family: family),
             ]
-            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
+            serverAddress = Self.serverAddressBehindLinks(family)
         case .twoWifi:
             paths = [
                 Path(link: name("wlan0-"), peer: name("syw"), subnet: 1, family: family),
                 Path(link: name("wlan1-"), peer: name("syv"), subnet: 3, family: family),
             ]
-            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
+            serverAddress = Self.serverAddressBehindLinks(family)
         }
+    }
+
+    /// Where the server listens in the layouts of two links: an address on its loopback,
+    /// reached over either.
+    static func serverAddressBehindLinks(_ family: Family) -> String {
+        family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
     }
 
     /// Why network scenarios cannot run here, or nil when they can (root, `ip`, `nft`).

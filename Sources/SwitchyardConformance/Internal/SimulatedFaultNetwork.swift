@@ -49,25 +49,24 @@ final class SimulatedFaultNetwork: SwitchablePaths {
     init(_ layout: FaultNetwork.Layout, family: FaultNetwork.Family, on network: SimulatedNetwork) {
         self.network = network
         self.family = family
-        switch layout {
-        case .direct:
+        // The second link of a layout of two, on the subnet the namespaces give it.
+        let second: (name: String, subnet: Int, category: ConnectivityCategory)? =
+            switch layout {
+            case .direct: nil
+            case .wifiAndCellular: ("wwan0", 2, .cellular)
+            case .twoWifi: ("wlan1", 3, .wifi)
+            }
+        if let second {
+            paths = [
+                FaultNetwork.Path(link: "wlan0-sim", peer: "wlan0-peer", subnet: 1, family: family),
+                FaultNetwork.Path(link: "\(second.name)-sim", peer: "\(second.name)-peer", subnet: second.subnet, family: family),
+            ]
+            categories = [.wifi, second.category]
+            serverAddress = FaultNetwork.serverAddressBehindLinks(family)
+        } else {
             paths = [FaultNetwork.Path(link: "sim0", peer: "sim0-peer", subnet: 1, family: family)]
             categories = [.wifi]
             serverAddress = paths[0].gateway
-        case .wifiAndCellular:
-            paths = [
-                FaultNetwork.Path(link: "wlan0-sim", peer: "wlan0-peer", subnet: 1, family: family),
-                FaultNetwork.Path(link: "wwan0-sim", peer: "wwan0-peer", subnet: 2, family: family),
-            ]
-            categories = [.wifi, .cellular]
-            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
-        case .twoWifi:
-            paths = [
-                FaultNetwork.Path(link: "wlan0-sim", peer: "wlan0-peer", subnet: 1, family: family),
-                FaultNetwork.Path(link: "wlan1-sim", peer: "wlan1-peer", subnet: 3, family: family),
-            ]
-            categories = [.wifi, .wifi]
-            serverAddress = family == .ipv4 ? "10.214.100.1" : "fd00:214:100::1"
         }
         let links = Links(up: paths.map { _ in true }, defaultRoute: 0, addresses: paths.map { [$0.clientAddress] })
         self.links = Mutex(links)
