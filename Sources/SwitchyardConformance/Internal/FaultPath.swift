@@ -24,9 +24,6 @@ protocol FaultPath: Sendable {
     /// Makes a transport of `backend` on the client's side of the path.
     func makeClientTransport(_ backend: TransportBackend, configuration: TransportConfiguration) async throws -> any Transport
 
-    /// Runs a scenario's steps on this network: now, or in the network's own time.
-    func run(_ body: @escaping @Sendable () async throws -> Void) async throws
-
     /// Takes the client's end of the path down.
     func takeClientLinkDown() throws
     /// Drops every packet to and from TCP `port` on the server's side, carrier up.
@@ -46,10 +43,6 @@ extension FaultNetwork: FaultPath {
 
     func makeClientTransport(_ backend: TransportBackend, configuration: TransportConfiguration) async throws -> any Transport {
         try await makeTransport(backend, in: clientNamespace, configuration: configuration)
-    }
-
-    func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
-        try await body()
     }
 }
 

@@ -102,11 +102,6 @@ final class SimulatedFaultNetwork: SwitchablePaths {
         return try SimulationTransport(network: network, host: clientAddress, configuration: configuration)
     }
 
-    /// The run is in the network's time already.
-    func run(_ body: @escaping @Sendable () async throws -> Void) async throws {
-        try await body()
-    }
-
     // MARK: faults
 
     func takeClientLinkDown() throws {

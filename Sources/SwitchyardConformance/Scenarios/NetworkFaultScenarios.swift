@@ -6,7 +6,8 @@ import SwitchyardSimulation
 // joined by a veth pair (`FaultNetwork`), the client transport's loops in one and the
 // server transport's in the other, both with a stall timeout; faults made with `ip link`
 // and nft. Every socket pair runs them; they need root (and ip, nft), and say so in one
-// line and are reported skipped without it; so are pairs without TCP sockets.
+// line and are reported skipped without it; so are pairs without TCP sockets, except the
+// simulation's, which runs them on its own simulated network (`SimulatedFaultNetwork`).
 //
 // Each prints the detection time it measured, and holds it to the bound the design
 // sets: a stall ends the call with `unavailable` (stalled) within the stall timeout plus
@@ -183,20 +184,6 @@ extension ConformanceContext {
                 try fail("could not make the fault network: \(error)")
             }
         }
-        try await network.run {
-            try await self.runFaultRig(
-                network, clientBackend: clientBackend, serverBackend: serverBackend, clientSettings: clientSettings,
-                serverConfiguration: serverConfiguration, body)
-        }
-    }
-
-    /// The transports, the call server and `body` of ``withFaultNetwork(_:family:clientSettings:serverConfiguration:_:)``
-    /// on `network`, in its time; everything it made is torn down afterwards.
-    private func runFaultRig(
-        _ network: any FaultPath, clientBackend: TransportBackend, serverBackend: TransportBackend,
-        clientSettings: @escaping @Sendable (inout TransportConfiguration) -> Void,
-        serverConfiguration: CallServerConfiguration, _ body: @escaping @Sendable (FaultRig) async throws -> Void
-    ) async throws {
         var configuration = self.configuration
         configuration.eventLoopCount = 1
         configuration.stallTimeout = faultStallTimeout
