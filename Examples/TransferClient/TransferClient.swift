@@ -194,12 +194,16 @@ struct Send: AsyncParsableCommand {
             result = try sending.result
         } catch {
             await display.value
+            channel.close()
             await transport.shutdown(gracePeriod: .seconds(1))
             fail("\(error)\(advice(for: error))")
         }
         await display.value
         print("sent \(result.bytesSent) bytes, resent \(result.bytesResent) bytes, resumes \(result.resumes), sha256 \(result.sha256Hex)")
         fflush(nil)
+        // The channel's idle connection closes now; the grace period is for what is
+        // still in flight, not a wait for a connection nobody would close.
+        channel.close()
         await transport.shutdown(gracePeriod: .seconds(1))
     }
 }

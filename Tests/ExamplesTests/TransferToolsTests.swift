@@ -22,8 +22,14 @@ struct TransferToolsTests {
         let client = try Subprocess(
             try Products.path("transfer-client"), ["send", file, "--backend", backend, "--port", String(port)],
             name: "transfer-client(\(backend))")
-        let ending = await client.wait(timeout: .seconds(90))
+        _ = try await client.waitForLine(containing: "sent \(size) bytes", timeout: .seconds(90))
+        let summarized = ContinuousClock.now
+        let ending = await client.wait(timeout: .seconds(30))
         #expect(ending == .exit(0), "\(client.report)\n\(server.report)")
+        // It leaves once it is done: its channel's idle connection is closed, not waited
+        // on for the whole 1 s grace period of the transport's shutdown.
+        let lingered = ContinuousClock.now - summarized
+        #expect(lingered < .milliseconds(800), "exited \(lingered) after its summary line\n\(client.report)")
 
         let summary = try #require(TransferSummary(client.stdout), "no summary line\n\(client.report)")
         let sha256 = try await transferDigest(file)
