@@ -82,3 +82,29 @@ public enum TransferChunkDigest {
         return out
     }
 }
+
+/// The transfer digest of a growing run of leaf digests, hashed as it grows rather than
+/// from its first leaf each time: a sender's resume state is made after every `ack`,
+/// and hashing all of a 1 GiB transfer's digests again each time (up to 512 KiB, once
+/// per MiB acknowledged) would hash a quarter of the file's size once more.
+struct RunningTransferDigest {
+    private var hasher = SHA256()
+    /// How many bytes of leaf digests are hashed.
+    private var hashed = 0
+
+    /// The digest of `digests[..<end]`, which must start with the bytes hashed before
+    /// (``reset()`` when they change).
+    mutating func digest(of digests: [UInt8], through end: Int) -> [UInt8] {
+        if end < hashed { reset() }
+        if end > hashed {
+            hasher.update(data: digests[hashed..<end])
+            hashed = end
+        }
+        return Array(hasher.finalize())
+    }
+
+    mutating func reset() {
+        hasher = SHA256()
+        hashed = 0
+    }
+}

@@ -31,6 +31,9 @@ final class TransferSession<Source: TransferSource> {
     private var answered = false
     /// The leaf digests of the source's first bytes, in order (32 bytes per leaf).
     private var leafDigests: [UInt8]
+    /// The transfer digest of the acknowledged leaves, for the resume state (reset where
+    /// `leafDigests` is cut or replaced).
+    private var acknowledgedDigest = RunningTransferDigest()
     /// Calls in a row the receiver ended for a corrupted chunk with no ack in between,
     /// and the acknowledged offset when the last of them ended.
     private var corruptions = 0
@@ -213,6 +216,7 @@ final class TransferSession<Source: TransferSource> {
             leafDigests = try await offLoop { [source] in try TransferChunkDigest.leafDigests(of: source, count: offset) }
         }
         leafDigests.removeSubrange(leaves...)
+        acknowledgedDigest.reset()
         guard TransferChunkDigest.digest(ofLeafDigests: leafDigests[...]) == digest else {
             throw TransportError(
                 code: .failedPrecondition, reason: .sourceChanged,
@@ -259,7 +263,7 @@ final class TransferSession<Source: TransferSource> {
         let leaves = min(leafDigests.count, TransferChunkDigest.leafCount(size: acknowledged) * TransferDigest.byteCount)
         return TransferResumeState(
             id: id, sourceIdentity: source.identity, size: size,
-            sha256: TransferChunkDigest.digest(ofLeafDigests: leafDigests[..<leaves]), acknowledgedOffset: acknowledged)
+            sha256: acknowledgedDigest.digest(of: leafDigests, through: leaves), acknowledgedOffset: acknowledged)
     }
 
     /// Saves the resume state where the options say (best effort: a failed save only

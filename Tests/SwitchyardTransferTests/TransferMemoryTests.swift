@@ -43,7 +43,24 @@ struct TransferMemoryTests {
         let bytes = testBytes(8 << 20, seed: 2)
         let options = TransferOptions(chunkSize: 64 << 10, window: 1 << 20, retryDelay: .milliseconds(5))
         let transfer = Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: options)
+        // Each resume state seen on the way (made after every ack, its digest kept as the
+        // acknowledged leaves grow and started again when a resume cuts them) is the
+        // digest of the leaves under its acknowledged offset.
+        let states = Task {
+            var seen: [TransferResumeState] = []
+            for await _ in transfer.progress {
+                if let state = transfer.resumeState { seen.append(state) }
+            }
+            return seen
+        }
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "resets.bin")
+        let seen = await states.value
+        #expect(seen.count > 8)
+        for state in seen {
+            let end = min(bytes.count, TransferChunkDigest.leafCount(size: state.acknowledgedOffset) * TransferChunkDigest.leafSize)
+            let expected = TransferChunkDigest.digest(ofLeafDigests: TransferChunkDigest.leafDigests(of: bytes[..<end])[...])
+            #expect(state.sha256 == expected, "the resume state at \(state.acknowledgedOffset)")
+        }
         #expect(result.resumes == 2)
         #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
         #expect(result.bytesResent <= UInt64(result.resumes * options.window))
