@@ -6,8 +6,9 @@ import SwitchyardNetlink
 ///
 /// - `FaultNetwork`: real network namespaces joined by veth, faults made with `ip` and
 ///   nft, for the backends with TCP sockets; needs root.
-/// - `SimulatedFaultNetwork`: a simulated network of its own on a virtual clock, for the
-///   `simulation` backend; needs nothing, and its scenarios pass in virtual time.
+/// - `SimulatedFaultNetwork`: hosts, links and faults on the simulated network of the
+///   run (``KitClock/simulatedNetwork``), for the `simulation` backend; needs nothing,
+///   and its scenarios pass in that network's virtual time.
 ///
 /// A scenario states its steps once, against this protocol; each network makes them
 /// happen its own way.
