@@ -85,12 +85,21 @@ package struct InteropGRPCServer: Sendable {
 
 extension InteropTestCase {
     /// Runs the case with a `GRPCClient` on `transport`, which it runs for the case's
-    /// calls and shuts down after them.
+    /// calls and shuts down after them. `decided`, if given, gets the case's outcome as
+    /// soon as its calls have ended, before that shutdown.
     /// - Throws: ``InteropFailure`` saying what differed, or that the client failed.
-    package func run(transport: some ClientTransport) async throws(InteropFailure) {
+    package func run(
+        transport: some ClientTransport, decided: (@Sendable (InteropFailure?) -> Void)? = nil
+    ) async throws(InteropFailure) {
         do {
             try await withGRPCClient(transport: transport) { client in
-                try await run(on: client)
+                do throws(InteropFailure) {
+                    try await run(on: client)
+                } catch {
+                    decided?(error)
+                    throw error
+                }
+                decided?(nil)
             }
         } catch let failure as InteropFailure {
             throw failure
@@ -103,7 +112,9 @@ extension InteropTestCase {
     /// `host`:`port`, TLS when `tls` is given: the server's certificate is checked against
     /// ca.pem (`useTestCA`) or the system's roots, under `serverName` (also the SNI and
     /// the `:authority`), else `host`.
-    package func runNIO(host: String, port: Int, tls: InteropGRPCTLS?) async throws(InteropFailure) {
+    package func runNIO(
+        host: String, port: Int, tls: InteropGRPCTLS?, decided: (@Sendable (InteropFailure?) -> Void)? = nil
+    ) async throws(InteropFailure) {
         var config = HTTP2ClientTransport.Posix.Config.defaults
         let security: HTTP2ClientTransport.Posix.TransportSecurity
         if let tls {
@@ -123,6 +134,6 @@ extension InteropTestCase {
         } catch {
             throw InteropFailure("cannot make the NIO client transport: \(error)")
         }
-        try await run(transport: transport)
+        try await run(transport: transport, decided: decided)
     }
 }

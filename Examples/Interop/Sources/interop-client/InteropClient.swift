@@ -23,11 +23,13 @@
 
 import ArgumentParser
 import Foundation
+import Glibc
 import InteropGRPCCore
 import InteropTesting
 import Switchyard
 import SwitchyardCalls
 import SwitchyardTLS
+import Synchronization
 
 extension InteropTestCase: ExpressibleByArgument {}
 extension InteropGRPCTransportKind: ExpressibleByArgument {}
@@ -116,7 +118,7 @@ struct InteropClientCommand: AsyncParsableCommand {
     func run() async throws {
         let transport: any Transport
         if grpcSwift, grpcSwiftTransport == .nio {
-            return try report(await runNIO())
+            return try await runNIO()
         }
         do {
             transport = try await InteropTransport.make(backend: backend, client: try tlsConfiguration())
@@ -146,18 +148,31 @@ struct InteropClientCommand: AsyncParsableCommand {
         try report(failure)
     }
 
-    /// The case on GRPCCore over grpc-swift-nio-transport's HTTP/2 Posix transport.
-    private func runNIO() async throws -> InteropFailure? {
+    /// The case on GRPCCore over grpc-swift-nio-transport's HTTP/2 Posix transport; prints
+    /// its line. Once the calls have ended the line is printed, and the client leaves at
+    /// most 1 s later, whether or not the transport's shutdown is over: against grpcio's
+    /// TLS server NIOSSL waits its whole 5 s shutdown timeout (not a setting
+    /// grpc-swift-nio-transport passes on) for a close_notify the server never sends.
+    private func runNIO() async throws {
         var tls: InteropGRPCTLS?
         if useTLS {
             let directory = useTestCA ? try certificatesDirectory() : ""
             tls = InteropGRPCTLS(directory: directory, serverName: serverHostOverride, useTestCA: useTestCA)
         }
-        do {
-            try await testCase.runNIO(host: serverHost, port: serverPort, tls: tls)
-            return nil
+        let testCase = self.testCase
+        let printed = PrintedVerdict()
+        do throws(InteropFailure) {
+            try await testCase.runNIO(host: serverHost, port: serverPort, tls: tls) { failure in
+                printed.print(testCase.verdict(failure))
+                Thread.detachNewThread {
+                    Thread.sleep(forTimeInterval: 1)
+                    Glibc.exit(failure == nil ? 0 : 1)
+                }
+            }
         } catch {
-            return error
+            // A failure before or after the calls (the transport, its shutdown) has no line yet.
+            printed.print(testCase.verdict(error))
+            throw ExitCode(1)
         }
     }
 
@@ -171,12 +186,30 @@ struct InteropClientCommand: AsyncParsableCommand {
 
     /// Prints the case's line; a failure exits 1.
     private func report(_ failure: InteropFailure?) throws {
-        if let failure {
-            print("FAIL \(testCase.rawValue): \(failure)")
-            fflush(nil)
-            throw ExitCode(1)
+        print(testCase.verdict(failure))
+        fflush(nil)
+        if failure != nil { throw ExitCode(1) }
+    }
+}
+
+extension InteropTestCase {
+    /// The tool's line for the case: `PASS name`, or `FAIL name: what differed`.
+    func verdict(_ failure: InteropFailure?) -> String {
+        failure.map { "FAIL \(rawValue): \($0)" } ?? "PASS \(rawValue)"
+    }
+}
+
+/// The case's line, printed once.
+final class PrintedVerdict: Sendable {
+    private let done = Mutex(false)
+
+    func print(_ line: String) {
+        let first = done.withLock { done in
+            defer { done = true }
+            return !done
         }
-        print("PASS \(testCase.rawValue)")
+        guard first else { return }
+        Swift.print(line)
         fflush(nil)
     }
 }
