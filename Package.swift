@@ -137,6 +137,9 @@ let package = Package(
         ),
         // Linux headers Glibc's module lacks (epoll, eventfd, TCP options).
         .target(name: "CSwitchyardPosix"),
+        // XXH3-128, the transfer protocol's fast leaf digest, compiled from the system
+        // xxHash's header (libxxhash-dev); nothing is linked at run time.
+        .target(name: "CSwitchyardXXHash"),
         // The libc layer: system calls through one helper (EINTR retried, would-block as a
         // value, a typed errno), the errno table, socket addresses, the descriptor's owner,
         // process signals. Not a product: Switchyard's own modules share it (`package`
@@ -271,7 +274,7 @@ let package = Package(
         .target(
             name: "SwitchyardTransfer",
             dependencies: [
-                "SwitchyardCalls",
+                "SwitchyardCalls", "CSwitchyardXXHash",
                 "Switchyard", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -8,9 +8,10 @@ What it does:
   and with $BENCH_CC -O2 the load generator into Benchmarks/.build/c/ (as Benchmarks/run).
 - Makes one 1 GiB file (TRANSFER_BYTES), a periodic pattern, in a temporary folder under
   TRANSFER_DIR (default /var/tmp); the server's --dir is a fresh folder next to it, so
-  both are on the same filesystem. Its SHA-256 and its transfer digest (Python's hashlib;
-  the SHA-256 of its 64 KiB leaves' SHA-256s) are the expected ones: tools of protocol
-  version 1 print the first, later ones the second.
+  both are on the same filesystem. Its SHA-256 and its transfer digests (Python's
+  hashlib and libxxhash: the SHA-256 of its 64 KiB leaves' SHA-256s, or of their
+  XXH3-128 digests) are the expected ones: tools of protocol version 1 print the first,
+  version 2 the second, version 3 the third (its default leaf digest).
   The file is written and fsynced once; the sender then reads it from the page cache.
 - Per round (ROUNDS, default 3), per backend (BACKENDS, default "bsd libuv"), in turn:
     raw       echo-server --mode raw --event-loops 1 under `loadgen stream PORT 65536 2`
@@ -54,6 +55,7 @@ What it does:
   target >= 0.8 met or missed, the phases) and results/transfer-samples.json.
 """
 
+import ctypes
 import hashlib
 import json
 import os
@@ -142,22 +144,42 @@ def measure_raw(bin_dir, backend, work):
 LEAF = 64 << 10
 
 
-def transfer_digest(part, leaves):
-    """Appends to `leaves` the SHA-256 of each 64 KiB leaf of `part` (a multiple of the
-    leaf size, or the file's end): the transfer digest is the SHA-256 of them all
-    (TransferChunkDigest; protocol version 2)."""
+class _XXH128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+_libxxhash = ctypes.CDLL("libxxhash.so.0")  # libxxhash0, which scripts/ensure-deps installs
+_libxxhash.XXH3_128bits.restype = _XXH128
+_libxxhash.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def xxh3_leaf_digest(leaf):
+    """A leaf digest of protocol version 3's default: XXH3-128 in canonical (big-endian)
+    form, then 16 zero bytes (TransferLeafDigest)."""
+    h = _libxxhash.XXH3_128bits(leaf, len(leaf))
+    return h.high64.to_bytes(8, "big") + h.low64.to_bytes(8, "big") + bytes(16)
+
+
+def transfer_digest(part, leaves, xxh3_leaves):
+    """Appends the digest of each 64 KiB leaf of `part` (a multiple of the leaf size, or
+    the file's end) to `leaves` (SHA-256, protocol version 2, and version 3's
+    `--leaf-digest sha256`) and to `xxh3_leaves` (version 3's default): the transfer
+    digest is the SHA-256 of one list (TransferChunkDigest)."""
     for start in range(0, len(part), LEAF):
-        leaves.append(hashlib.sha256(part[start:start + LEAF]).digest())
+        leaf = part[start:start + LEAF]
+        leaves.append(hashlib.sha256(leaf).digest())
+        xxh3_leaves.append(xxh3_leaf_digest(leaf))
 
 
 def make_file(folder):
     """A TRANSFER_BYTES file of a periodic pattern (a 1 MiB block, each block's first 8
-    bytes its index), fsynced; returns its path, SHA-256 hex and transfer digest hex
-    (what the tools print since protocol version 2)."""
+    bytes its index), fsynced; returns its path, SHA-256 hex and transfer digests hex
+    (what the tools print since protocol version 2: SHA-256 leaves, then XXH3-128's)."""
     path = Path(folder) / "transfer-bench.bin"
     block = bytearray((i * 7 + (i >> 8)) & 0xFF for i in range(MIB))
     hasher = hashlib.sha256()
     leaves = []
+    xxh3_leaves = []
     with open(path, "wb") as f:
         written = 0
         index = 0
@@ -166,12 +188,13 @@ def make_file(folder):
             part = bytes(block[: min(MIB, TRANSFER_BYTES - written)])
             f.write(part)
             hasher.update(part)
-            transfer_digest(part, leaves)
+            transfer_digest(part, leaves, xxh3_leaves)
             written += len(part)
             index += 1
         f.flush()
         os.fsync(f.fileno())
-    return path, hasher.hexdigest(), hashlib.sha256(b"".join(leaves)).hexdigest()
+    return (path, hasher.hexdigest(), hashlib.sha256(b"".join(leaves)).hexdigest(),
+            hashlib.sha256(b"".join(xxh3_leaves)).hexdigest())
 
 
 def measure_floor(file, parent):
@@ -401,8 +424,8 @@ def main():
     shm_work = Path(tempfile.mkdtemp(prefix="transfer-bench.", dir="/dev/shm")) if SHM else None
     try:
         log(f"making a {TRANSFER_BYTES} byte file in {work} ({fs_type(work)})")
-        file, sha, tree = make_file(work)
-        expected = (sha, tree)
+        file, sha, tree, xxh3_tree = make_file(work)
+        expected = (sha, tree, xxh3_tree)
         # Python's hashlib (OpenSSL) over the file, from the page cache: a reference speed.
         t = time.monotonic()
         h = hashlib.sha256()

@@ -14,8 +14,9 @@
 // Checked, for every input:
 // - `init(decoding:)` never traps; it throws only `internal`/`protocol violation`, with a
 //   message, and only for a message that really is malformed (empty, an unknown kind,
-//   shorter than its kind's fixed fields, a version 2 offer whose id is cut short or not
-//   UTF-8);
+//   shorter than its kind's fixed fields, a version 3 offer whose id is cut short or not
+//   UTF-8), and `unimplemented`/`protocol violation` only for a version 3 offer of an
+//   unknown leaf digest;
 // - a decoded message has bounded parts (digests 32 bytes, an id of the length its field
 //   says, a chunk's bytes exactly the rest of the message) and fields read from the
 //   right bytes; an offer of another version has only its version;
@@ -23,8 +24,8 @@
 //   chunk: the whole message; what follows a fixed-size message is not read);
 // - `chunk(in:)` agrees with `init(decoding:)` (nil for other kinds, the same offset,
 //   digest and bytes for a chunk, a throw for a short one).
-// The chunk builders (`chunk(offset:bytes:)`, `chunk(offset:count:fill:)`) digest their
-// bytes with SHA-256 and are tested in TransferMessageTests, not here.
+// The chunk builders (`chunk(offset:bytes:using:)`, `chunk(offset:count:using:fill:)`)
+// digest their bytes and are tested in TransferMessageTests, not here.
 
 @inline(never)
 private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -53,11 +54,11 @@ private func malformed(_ message: [UInt8]) -> Bool {
     switch kind {
     case 1:
         guard message.count >= 2 else { return true }
-        guard message[1] == 2 else { return false }  // another version: refused by version
-        guard message.count >= 16 else { return true }
-        let idLength = Int(message[14]) << 8 | Int(message[15])
-        guard message.count >= 16 + idLength else { return true }
-        return String(validating: message[16..<(16 + idLength)], as: UTF8.self) == nil
+        guard message[1] == 3 else { return false }  // another version: refused by version
+        guard message.count >= 17 else { return true }
+        let idLength = Int(message[15]) << 8 | Int(message[16])
+        guard message.count >= 17 + idLength else { return true }
+        return String(validating: message[17..<(17 + idLength)], as: UTF8.self) == nil
     case 2, 3, 6: return message.count < 41
     case 4: return message.count < 9
     case 5: return message.count < 33
@@ -65,19 +66,26 @@ private func malformed(_ message: [UInt8]) -> Bool {
     }
 }
 
+/// Whether `message` is a version 3 offer, long enough for its fixed fields, of a leaf
+/// digest this version does not know (refused as `unimplemented` before the id is read).
+private func unknownLeafDigest(_ message: [UInt8]) -> Bool {
+    message.count >= 17 && message[0] == 1 && message[1] == 3 && TransferLeafDigest(rawValue: message[2]) == nil
+}
+
 private func checkDecoded(_ decoded: TransferMessage, from message: [UInt8]) {
     // Fields from the right bytes, parts bounded.
     switch decoded {
-    case .offer(let version, let id, let size, let window):
+    case .offer(let version, let id, let size, let window, let leafDigest):
         check(message[0] == 1 && version == message[1], "offer version \(version) from \(hex(message))")
         guard version == TransferMessage.version else {
             check(id.isEmpty && size == 0 && window == 0, "an offer of version \(version) decoded more than its version")
             return  // not re-encoded: only its version was read
         }
-        check(size == uint64(message, at: 2), "offer size \(size)")
-        check(window == message[10..<14].reduce(0) { $0 << 8 | UInt32($1) }, "offer window \(window)")
-        check(id.utf8.count == Int(message[14]) << 8 | Int(message[15]), "id of \(id.utf8.count) bytes")
-        check(id.utf8.elementsEqual(message[16..<(16 + id.utf8.count)]), "offer id bytes")
+        check(leafDigest.rawValue == message[2], "offer leaf digest \(leafDigest) from \(hex(message))")
+        check(size == uint64(message, at: 3), "offer size \(size)")
+        check(window == message[11..<15].reduce(0) { $0 << 8 | UInt32($1) }, "offer window \(window)")
+        check(id.utf8.count == Int(message[15]) << 8 | Int(message[16]), "id of \(id.utf8.count) bytes")
+        check(id.utf8.elementsEqual(message[17..<(17 + id.utf8.count)]), "offer id bytes")
     case .resume(let offset, let sha256):
         check(message[0] == 2 && offset == uint64(message, at: 1), "resume \(offset) from \(hex(message))")
         check(sha256.count == 32 && sha256[...] == message[9..<41], "resume digest \(hex(sha256))")
@@ -135,11 +143,16 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     do {
         decoded = try TransferMessage(decoding: message)
     } catch {
-        check(error.code == .internal && error.reason == .protocolViolation, "init(decoding:) threw \(error)")
         check(!error.message.isEmpty, "an error without a message")
-        check(malformed(message), "init(decoding: \(hex(message))) rejected a well-formed message: \(error)")
+        if unknownLeafDigest(message) {
+            check(error.code == .unimplemented && error.reason == .protocolViolation, "an unknown leaf digest threw \(error)")
+        } else {
+            check(error.code == .internal && error.reason == .protocolViolation, "init(decoding:) threw \(error)")
+            check(malformed(message), "init(decoding: \(hex(message))) rejected a well-formed message: \(error)")
+        }
     }
     if let decoded {
+        check(!unknownLeafDigest(message), "init(decoding: \(hex(message))) accepted an unknown leaf digest as \(decoded)")
         check(!malformed(message), "init(decoding: \(hex(message))) accepted a malformed message as \(decoded)")
         checkDecoded(decoded, from: message)
     }

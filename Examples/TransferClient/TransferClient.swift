@@ -35,8 +35,9 @@ import SwitchyardCalls
 //
 //     sent N bytes, resent R bytes, resumes K, sha256 HEX
 //
-// HEX is the transfer digest both ends agreed on: the SHA-256 of the SHA-256s of the
-// file's 64 KiB leaves (`TransferChunkDigest`), not what `sha256sum` prints.
+// HEX is the transfer digest both ends agreed on: the SHA-256 of the digests of the
+// file's 64 KiB leaves (`TransferChunkDigest`; XXH3-128 by default, SHA-256 with
+// `--leaf-digest sha256`), not what `sha256sum` prints.
 // N is what this process sent (bytes the server already held are not sent), R the part
 // of N sent more than once, K the new calls after broken ones, plus one when this
 // process picked up a transfer the server held part of, not all (a restart with
@@ -104,9 +105,15 @@ struct Send: AsyncParsableCommand {
     @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: "Seconds without progress after which a connection counts as broken and the transfer resumes on a new one (default: the kernel's own, which can take minutes).")
     var stallTimeout: Double?
 
+    @Option(name: .customLong("leaf-digest"), help: ArgumentHelp("How each 64 KiB leaf is hashed: xxh3-128 (fast; catches damage, not forgery) or sha256. A send that resumes from --resume-state hashes as that state's send did.", valueName: "name"))
+    var leafDigest = TransferLeafDigest.xxh3.description
+
     @OptionGroup var tlsOptions: TLSClientOptions
 
     func validate() throws {
+        guard TransferLeafDigest(name: leafDigest) != nil else {
+            throw ValidationError("--leaf-digest \(leafDigest) is not one of: \(TransferLeafDigest.allCases.map(\.description).joined(separator: ", "))")
+        }
         try ToolValidation.check(port: port, listening: false)
         try ToolValidation.check(host: host)
         guard reconnectTimeout > 0, reconnectTimeout <= 86_400 else {
@@ -164,7 +171,8 @@ struct Send: AsyncParsableCommand {
         defer { network?.stop() }
         let channel = CallChannel(target: Endpoint(host: host, port: port), transport: transport, monitor: network?.monitor)
         let options = TransferOptions(
-            reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState)
+            reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState,
+            leafDigest: TransferLeafDigest(name: leafDigest) ?? .xxh3)
         let transfer = Transfer(channel: channel, options: options)
 
         let display = Task {

@@ -4,9 +4,11 @@ import Synchronization
 
 /// A ``TransferStorage`` in a folder: a finished transfer is the file `DIR/<id>`; while
 /// it runs its bytes are in `DIR/.partial/<id>` and its record in
-/// `DIR/.partial/<id>.state` (one line: `v2 SIZE DIGESTHEX DURABLEOFFSET COMPLETE`, the
-/// digest `-` until the file is complete), its leaf digests (32 bytes per 64 KiB leaf)
-/// in `DIR/.partial/<id>.digests`.
+/// `DIR/.partial/<id>.state` (one line: `v3 SIZE LEAFDIGEST DIGESTHEX DURABLEOFFSET
+/// COMPLETE`, the leaf digest's name as ``TransferLeafDigest/description`` says, the
+/// digest `-` until the file is complete; a `v2` line, which has no leaf digest, is read
+/// as SHA-256's), its leaf digests (32 bytes per 64 KiB leaf) in
+/// `DIR/.partial/<id>.digests`.
 ///
 /// Durability: ``sync(id:through:)`` fsyncs the data and digest files, then replaces the record
 /// (written to a temporary file, fsynced, renamed, the folder fsynced), so a durable
@@ -50,7 +52,7 @@ public final class DirectoryTransferStorage: TransferStorage {
         if !record.isComplete {
             let data = try file(dataPath(id))
             let digests = try file(digestPath(id))
-            let leaves = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferDigest.byteCount)
+            let leaves = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferLeafDigest.byteCount)
             if try size(of: data, dataPath(id)) < off_t(record.durableOffset) || (try size(of: digests, digestPath(id))) < leaves {
                 // The files lost bytes the record calls durable (removed or cut by
                 // hand): start over rather than fill the gap with zeros.
@@ -58,7 +60,7 @@ public final class DirectoryTransferStorage: TransferStorage {
                 try saveState(record)
             }
             guard ftruncate(data, off_t(record.durableOffset)) == 0 else { throw Self.error("ftruncate \(dataPath(id))") }
-            let kept = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferDigest.byteCount)
+            let kept = off_t(TransferChunkDigest.leafCount(size: record.durableOffset) * TransferLeafDigest.byteCount)
             guard ftruncate(digests, kept) == 0 else { throw Self.error("ftruncate \(digestPath(id))") }
         }
         return record
@@ -78,7 +80,7 @@ public final class DirectoryTransferStorage: TransferStorage {
     }
 
     public func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws {
-        try write(digests[...], at: UInt64(index * TransferDigest.byteCount), path: digestPath(id))
+        try write(digests[...], at: UInt64(index * TransferLeafDigest.byteCount), path: digestPath(id))
     }
 
     public func leafDigests(id: String) throws -> [UInt8] {
@@ -177,17 +179,20 @@ public final class DirectoryTransferStorage: TransferStorage {
     }
 
     private static func parse(_ text: String, id: String) -> TransferRecord? {
-        let fields = text.split(separator: " ").map(String.init)
-        guard fields.count == 5, fields[0] == "v2", let size = UInt64(fields[1]),
-              let durable = UInt64(fields[3]), durable <= size else { return nil }
+        var fields = text.split(separator: " ").map(String.init)
+        // Protocol version 2 hashed every leaf with SHA-256 and did not say so.
+        if fields.first == "v2" && fields.count == 5 { fields.insert(TransferLeafDigest.sha256.description, at: 2) }
+        guard fields.count == 6, fields[0] == "v2" || fields[0] == "v3", let size = UInt64(fields[1]),
+              let leafDigest = TransferLeafDigest(name: fields[2]),
+              let durable = UInt64(fields[4]), durable <= size else { return nil }
         let sha: [UInt8]
-        if fields[2] == "-" {
+        if fields[3] == "-" {
             sha = []
         } else {
-            guard let bytes = TransferDigest.bytes(hex: fields[2]), bytes.count == TransferDigest.byteCount else { return nil }
+            guard let bytes = TransferDigest.bytes(hex: fields[3]), bytes.count == TransferDigest.byteCount else { return nil }
             sha = bytes
         }
-        return TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[4] == "1")
+        return TransferRecord(id: id, size: size, sha256: sha, durableOffset: durable, isComplete: fields[5] == "1", leafDigest: leafDigest)
     }
 
     private func stateRecord(_ id: String) throws -> TransferRecord? {
@@ -197,7 +202,7 @@ public final class DirectoryTransferStorage: TransferStorage {
 
     private func saveState(_ record: TransferRecord) throws {
         let digest = record.sha256.isEmpty ? "-" : TransferDigest.hex(record.sha256)
-        let line = "v2 \(record.size) \(digest) \(record.durableOffset) \(record.isComplete ? 1 : 0)"
+        let line = "v3 \(record.size) \(record.leafDigest) \(digest) \(record.durableOffset) \(record.isComplete ? 1 : 0)"
         let temporary = statePath(record.id) + ".new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Self.error("open \(temporary)") }

@@ -27,7 +27,7 @@ public final class MemoryTransferStorage: TransferStorage {
             guard var entry = entries[id] else { return nil }
             entry.bytes.removeSubrange(Int(entry.record.durableOffset)...)
             let leaves = TransferChunkDigest.leafCount(size: entry.record.durableOffset)
-            entry.digests.removeSubrange(min(entry.digests.count, leaves * TransferDigest.byteCount)...)
+            entry.digests.removeSubrange(min(entry.digests.count, leaves * TransferLeafDigest.byteCount)...)
             entries[id] = entry
             return entry.record
         }
@@ -59,7 +59,7 @@ public final class MemoryTransferStorage: TransferStorage {
     public func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws {
         try entries.withLock { entries in
             guard var entry = entries[id] else { throw Self.unknown(id) }
-            guard index * TransferDigest.byteCount == entry.digests.count else {
+            guard index * TransferLeafDigest.byteCount == entry.digests.count else {
                 throw TransportError(code: .internal, reason: .ioError, message: "leaf digests from leaf \(index) after \(entry.digests.count / 32) of \(id)")
             }
             entries[id] = nil

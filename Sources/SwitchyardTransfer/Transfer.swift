@@ -103,6 +103,9 @@ public final class Transfer: Sendable {
             throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "transfer id \"\(id)\" is not 1-255 letters, digits, '.', '_' or '-' (not starting with '.')")
         }
         var digests: [UInt8] = []
+        // A resumed send hashes as the send it resumes did: the receiver's stored leaf
+        // digests are of that kind.
+        let leafDigest = resumeState?.leafDigest ?? options.leafDigest
         if let resumeState {
             guard resumeState.id == id else {
                 throw TransportError(code: .invalidArgument, reason: .invalidOption, message: "the resume state is for transfer \(resumeState.id), not \(id)")
@@ -110,7 +113,7 @@ public final class Transfer: Sendable {
             // The bytes the state says were acknowledged must still be the source's: they
             // are hashed (read once, not sent) and compared with the state's digest.
             if resumeState.size == source.size {
-                digests = try TransferChunkDigest.leafDigests(of: source, count: resumeState.acknowledgedOffset)
+                digests = try TransferChunkDigest.leafDigests(of: source, count: resumeState.acknowledgedOffset, using: leafDigest)
             }
             guard resumeState.size == source.size, TransferChunkDigest.digest(ofLeafDigests: digests[...]) == resumeState.sha256 else {
                 throw TransportError(
@@ -119,7 +122,7 @@ public final class Transfer: Sendable {
             }
             state.withLock { $0.resumeState = resumeState }
         }
-        let session = TransferSession(transfer: self, source: source, id: id, leafDigests: digests)
+        let session = TransferSession(transfer: self, source: source, id: id, leafDigest: leafDigest, leafDigests: digests)
         do {
             let result = try await session.run()
             if let path = options.resumeStatePath { TransferResumeState.remove(at: path) }

@@ -3,22 +3,25 @@ public import Switchyard
 /// One message of the transfer protocol: each is one message of a `Call` (so the call's
 /// 5-byte frame carries its length), and its first byte is its kind.
 ///
-/// ## The protocol (version 2)
+/// ## The protocol (version 3)
 ///
 /// The sender opens a call (flow control on at both ends) and speaks first:
 ///
-/// 1. sender → `offer`: which transfer (its id), the whole source's size, and its window
-///    (the most bytes it keeps sent and not acknowledged). No digest: the sender hashes
-///    its source as it sends it (``TransferChunkDigest``), not before.
+/// 1. sender → `offer`: which transfer (its id), the whole source's size, its window
+///    (the most bytes it keeps sent and not acknowledged), and its leaf digest
+///    (``TransferLeafDigest``). No digest of the source: the sender hashes it as it sends
+///    it (``TransferChunkDigest``), not before.
 /// 2. receiver → `resume`: the offset it has durably written for that id (0 if the id is
 ///    new; the size if the file is complete already, and the sender goes on to `end`),
 ///    and the transfer digest of the bytes below it. The sender checks that digest
 ///    against its own source's first bytes and ends the call with `failedPrecondition`,
 ///    reason `source changed`, if they differ (never spliced). A call still open for that
 ///    id (left over from a broken connection the receiver has not noticed yet) is ended
-///    first. Or the receiver ends the call with an error status and no `resume`:
+///    first. What the receiver kept with another leaf digest it starts over (offset 0).
+///    Or the receiver ends the call with an error status and no `resume`:
 ///    `failedPrecondition`, reason `source changed` (the id is known with another size),
-///    `invalidArgument` (a malformed id), `unimplemented` (another protocol version).
+///    `invalidArgument` (a malformed id), `unimplemented` (another protocol version, or a
+///    leaf digest it does not know).
 /// 3. sender → `chunk`s: offset, digest (the SHA-256 of the chunk's leaf digests) and
 ///    bytes, the first at the `resume` offset, each following the last with no gap or
 ///    overlap, each starting at a multiple of ``TransferChunkDigest/leafSize``. The
@@ -56,7 +59,7 @@ public import Switchyard
 ///
 /// | kind | name | fields after the kind |
 /// |---|---|---|
-/// | 1 | `offer` | version (1 byte, 2), size (8), window (4), id length (2), id (UTF-8) |
+/// | 1 | `offer` | version (1 byte, 3), leaf digest (1: 1 SHA-256, 2 XXH3-128), size (8), window (4), id length (2), id (UTF-8) |
 /// | 2 | `resume` | offset (8), digest of the bytes below it (32) |
 /// | 3 | `chunk` | offset (8), digest (32), bytes (the rest of the message) |
 /// | 4 | `ack` | durable offset (8) |
@@ -66,7 +69,7 @@ public import Switchyard
 /// A message that is too short, of an unknown kind, or out of turn ends the call with
 /// `internal`, reason `protocol violation`.
 public enum TransferMessage: Sendable, Hashable {
-    case offer(version: UInt8, id: String, size: UInt64, window: UInt32)
+    case offer(version: UInt8, id: String, size: UInt64, window: UInt32, leafDigest: TransferLeafDigest)
     case resume(offset: UInt64, sha256: [UInt8])
     case chunk(offset: UInt64, sha256: [UInt8], bytes: [UInt8])
     case ack(offset: UInt64)
@@ -74,7 +77,7 @@ public enum TransferMessage: Sendable, Hashable {
     case done(size: UInt64, sha256: [UInt8])
 
     /// The protocol version this module speaks.
-    public static let version: UInt8 = 2
+    public static let version: UInt8 = 3
     /// The longest id, in UTF-8 bytes.
     public static let maximumIDLength = 255
 
@@ -82,11 +85,12 @@ public enum TransferMessage: Sendable, Hashable {
     public var encoded: [UInt8] {
         var out: [UInt8] = []
         switch self {
-        case .offer(let version, let id, let size, let window):
+        case .offer(let version, let id, let size, let window, let leafDigest):
             let idBytes = Array(id.utf8)
-            out.reserveCapacity(16 + idBytes.count)
+            out.reserveCapacity(17 + idBytes.count)
             out.append(1)
             out.append(version)
+            out.append(leafDigest.rawValue)
             Self.append(size, to: &out)
             for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: window >> UInt32(shift))) }
             out.append(UInt8(truncatingIfNeeded: idBytes.count >> 8))
@@ -131,9 +135,11 @@ public enum TransferMessage: Sendable, Hashable {
     }
 
     /// Decodes a message. An `offer` of another version decodes with only its version
-    /// (empty id, size and window 0), so a receiver can refuse it by version.
+    /// (empty id, size and window 0, leaf digest SHA-256), so a receiver can refuse it by
+    /// version.
     /// - Throws: `internal`, reason `protocol violation`, for a short message, an
-    ///   unknown kind, or an id that is not UTF-8.
+    ///   unknown kind, or an id that is not UTF-8; `unimplemented`, reason
+    ///   `protocol violation`, for an offer of an unknown leaf digest.
     public init(decoding message: [UInt8]) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
             TransportError(code: .internal, reason: .protocolViolation, message: "malformed transfer message: \(why)")
@@ -146,15 +152,18 @@ public enum TransferMessage: Sendable, Hashable {
         case 1:
             try need(2)
             guard message[1] == Self.version else {
-                self = .offer(version: message[1], id: "", size: 0, window: 0)
+                self = .offer(version: message[1], id: "", size: 0, window: 0, leafDigest: .sha256)
                 return
             }
-            try need(16)
-            let window = message[10..<14].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            let idLength = Int(message[14]) << 8 | Int(message[15])
-            try need(16 + idLength)
-            guard let id = String(validating: message[16..<(16 + idLength)], as: UTF8.self) else { throw bad("the id is not UTF-8") }
-            self = .offer(version: message[1], id: id, size: Self.readUInt64(message, at: 2), window: window)
+            try need(17)
+            guard let leafDigest = TransferLeafDigest(rawValue: message[2]) else {
+                throw TransportError(code: .unimplemented, reason: .protocolViolation, message: "transfer offer with leaf digest \(message[2]), which this receiver does not know")
+            }
+            let window = message[11..<15].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let idLength = Int(message[15]) << 8 | Int(message[16])
+            try need(17 + idLength)
+            guard let id = String(validating: message[17..<(17 + idLength)], as: UTF8.self) else { throw bad("the id is not UTF-8") }
+            self = .offer(version: message[1], id: id, size: Self.readUInt64(message, at: 3), window: window, leafDigest: leafDigest)
         case 2:
             try need(41)
             self = .resume(offset: Self.readUInt64(message, at: 1), sha256: Array(message[9..<41]))

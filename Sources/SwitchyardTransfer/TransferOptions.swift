@@ -24,11 +24,15 @@ public struct TransferOptions: Sendable {
     /// acknowledgements arrive (at most every 100 ms) and when a send stops, removed when
     /// it succeeds.
     public var resumeStatePath: String?
+    /// How each 64 KiB leaf is hashed (default XXH3-128; ``TransferLeafDigest`` says when
+    /// to choose SHA-256). A send that resumes from a saved state hashes as that state's
+    /// send did, whatever this says, so the receiver can go on from its bytes.
+    public var leafDigest: TransferLeafDigest
 
     public init(
         chunkSize: Int = 256 << 10, window: Int = 4 << 20, maximumAttempts: Int = 10,
         reconnectTimeout: Duration = .seconds(30), retryDelay: Duration = .milliseconds(50),
-        maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil
+        maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil, leafDigest: TransferLeafDigest = .xxh3
     ) {
         precondition(
             chunkSize > 0 && window >= 2 && window <= Int(UInt32.max) && maximumAttempts > 0,
@@ -40,6 +44,7 @@ public struct TransferOptions: Sendable {
         self.retryDelay = retryDelay
         self.maximumRetryDelay = maximumRetryDelay
         self.resumeStatePath = resumeStatePath
+        self.leafDigest = leafDigest
     }
 
     /// The chunk size used: ``chunkSize`` capped at half the window, in whole leaves (at

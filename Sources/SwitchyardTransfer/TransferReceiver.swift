@@ -20,7 +20,7 @@ struct TransferReceiver {
 
     func serve(_ call: AsyncCall) async throws -> CallStatus {
         guard let first = try await call.next() else { throw Self.violation("the call ended before its offer") }
-        guard case .offer(let version, let id, let size, let window) = try TransferMessage(decoding: first) else {
+        guard case .offer(let version, let id, let size, let window, let leafDigest) = try TransferMessage(decoding: first) else {
             throw Self.violation("the first message is not an offer")
         }
         guard version == TransferMessage.version else {
@@ -34,7 +34,7 @@ struct TransferReceiver {
         let token = await leases.acquire(id, for: call)
         defer { leases.release(id, token: token) }
 
-        var (record, digests) = try await resumePoint(id: id, size: size)
+        var (record, digests) = try await resumePoint(id: id, size: size, leafDigest: leafDigest)
         var offset = record.durableOffset
         let prefix = record.isComplete ? record.sha256 : TransferChunkDigest.digest(ofLeafDigests: digests[...])
         try await call.write(TransferMessage.resume(offset: offset, sha256: prefix).encoded)
@@ -57,7 +57,9 @@ struct TransferReceiver {
                     }
                     if let previous = pending { digests += try await previous.value }
                     offset += UInt64(bytes.count)
-                    pending = store(message, at: chunkOffset, through: offset, expected: Array(sha256), id: id, call: call, acknowledger: acknowledger)
+                    pending = store(
+                        message, at: chunkOffset, through: offset, expected: Array(sha256), leafDigest: leafDigest, id: id, call: call,
+                        acknowledger: acknowledger)
                     continue
                 }
                 if let previous = pending {
@@ -98,34 +100,39 @@ struct TransferReceiver {
         return .ok
     }
 
-    /// Where the transfer `id` of `size` bytes goes on: its record and the leaf digests of
-    /// its durable bytes. A new id is created; a known one with another size refused. An
-    /// incomplete one's last durable leaf is read back and hashed: if it is not what the
-    /// stored digest says (a torn write, a disk that lost it), the transfer starts over.
-    private func resumePoint(id: String, size: UInt64) async throws -> (TransferRecord, [UInt8]) {
+    /// Where the transfer `id` of `size` bytes hashed with `leafDigest` goes on: its
+    /// record and the leaf digests of its durable bytes. A new id is created; a known one
+    /// with another size refused. One kept with another leaf digest starts over, complete
+    /// or not (its digests cannot be compared with the sender's). An incomplete one's last
+    /// durable leaf is read back and hashed: if it is not what the stored digest says (a
+    /// torn write, a disk that lost it), the transfer starts over.
+    private func resumePoint(id: String, size: UInt64, leafDigest: TransferLeafDigest) async throws -> (TransferRecord, [UInt8]) {
+        let fresh = TransferRecord(id: id, size: size, leafDigest: leafDigest)
         guard let known = try io({ try storage.record(for: id) }) else {
-            let record = TransferRecord(id: id, size: size)
-            try io { try storage.create(record) }
-            return (record, [])
+            try io { try storage.create(fresh) }
+            return (fresh, [])
         }
         guard known.size == size else {
             throw TransportError(
                 code: .failedPrecondition, reason: .sourceChanged,
                 message: "transfer \(id) is known with \(known.size) bytes; offered \(size) bytes: the source changed, refusing to splice")
         }
+        guard known.leafDigest == leafDigest else {
+            try io { try storage.create(fresh) }
+            return (fresh, [])
+        }
         guard !known.isComplete, known.durableOffset > 0 else { return (known, []) }
         let durable = known.durableOffset
         let intact: [UInt8]? = try await offLoop { [storage] in
             let digests = try storage.leafDigests(id: id)
             let leaves = TransferChunkDigest.leafCount(size: durable)
-            guard digests.count == leaves * TransferDigest.byteCount else { return nil }
+            guard digests.count == leaves * TransferLeafDigest.byteCount else { return nil }
             let start = UInt64((leaves - 1) * TransferChunkDigest.leafSize)
             let tail = try storage.read(id: id, at: start, count: Int(durable - start))
-            let stored = digests[((leaves - 1) * TransferDigest.byteCount)...]
-            return TransferChunkDigest.leafDigests(of: tail[...])[...] == stored ? digests : nil
+            let stored = digests[((leaves - 1) * TransferLeafDigest.byteCount)...]
+            return TransferChunkDigest.leafDigests(of: tail[...], using: leafDigest)[...] == stored ? digests : nil
         }
         if let intact { return (known, intact) }
-        let fresh = TransferRecord(id: id, size: size)
         try io { try storage.create(fresh) }
         return (fresh, [])
     }
@@ -136,14 +143,14 @@ struct TransferReceiver {
     /// does not match ends the call with `unavailable`, reason `integrity mismatch` (the
     /// sender resumes and sends it again); a storage error ends it with that error.
     private func store(
-        _ message: [UInt8], at offset: UInt64, through end: UInt64, expected: [UInt8], id: String, call: AsyncCall,
-        acknowledger: TransferAcknowledger
+        _ message: [UInt8], at offset: UInt64, through end: UInt64, expected: [UInt8], leafDigest: TransferLeafDigest, id: String,
+        call: AsyncCall, acknowledger: TransferAcknowledger
     ) -> Task<[UInt8], any Error> {
         let storage = self.storage
         return Task(executorPreference: globalConcurrentExecutor) {
             do throws(TransportError) {
                 let bytes = message[TransferMessage.chunkHeaderSize...]
-                let leaves = TransferChunkDigest.leafDigests(of: bytes)
+                let leaves = TransferChunkDigest.leafDigests(of: bytes, using: leafDigest)
                 guard TransferChunkDigest.digest(ofLeafDigests: leaves[...]) == expected else {
                     throw TransportError(
                         code: .unavailable, reason: .integrityMismatch,

@@ -15,13 +15,18 @@ public struct TransferResult: Sendable, Hashable {
     /// The offset the first call of this send resumed at (what the receiver already held).
     public var startOffset: UInt64
     /// The transfer digest of the whole file, as sender and receiver agree (32 bytes):
-    /// the SHA-256 of its 64 KiB leaves' SHA-256s (``TransferChunkDigest``), not the
+    /// the SHA-256 of its 64 KiB leaves' digests (``TransferChunkDigest``), not the
     /// SHA-256 of the file.
     public var sha256: [UInt8]
     /// How long the send took.
     public var duration: Duration
+    /// How the leaves were hashed.
+    public var leafDigest: TransferLeafDigest
 
-    public init(id: String, size: UInt64, bytesSent: UInt64, bytesResent: UInt64, resumes: Int, startOffset: UInt64, sha256: [UInt8], duration: Duration) {
+    public init(
+        id: String, size: UInt64, bytesSent: UInt64, bytesResent: UInt64, resumes: Int, startOffset: UInt64, sha256: [UInt8], duration: Duration,
+        leafDigest: TransferLeafDigest = .xxh3
+    ) {
         self.id = id
         self.size = size
         self.bytesSent = bytesSent
@@ -30,6 +35,7 @@ public struct TransferResult: Sendable, Hashable {
         self.startOffset = startOffset
         self.sha256 = sha256
         self.duration = duration
+        self.leafDigest = leafDigest
     }
 
     /// ``sha256`` in lowercase hex.

@@ -13,8 +13,9 @@ public import Switchyard
 /// compare.
 ///
 /// Its file form (``encoded``) is UTF-8 text, one `key value` per line after the first
-/// line `switchyard-transfer-resume 2`: `id`, `source`, `size`, `sha256` (hex, the
-/// digest), `acknowledged`.
+/// line `switchyard-transfer-resume 3`: `id`, `source`, `size`, `leaf-digest` (its
+/// ``TransferLeafDigest/description``), `sha256` (hex, the digest), `acknowledged`. A
+/// state of version 2 (no `leaf-digest` line) is read as SHA-256's.
 public struct TransferResumeState: Sendable, Hashable {
     public var id: String
     /// The source's ``TransferSource/identity`` (a file's path, size, mtime, inode).
@@ -25,21 +26,26 @@ public struct TransferResumeState: Sendable, Hashable {
     public var sha256: [UInt8]
     /// Bytes from the start that the receiver acknowledged as durable.
     public var acknowledgedOffset: UInt64
+    /// How the send hashed its leaves; a send that resumes from this state hashes so too.
+    public var leafDigest: TransferLeafDigest
 
-    public init(id: String, sourceIdentity: String, size: UInt64, sha256: [UInt8], acknowledgedOffset: UInt64) {
+    public init(id: String, sourceIdentity: String, size: UInt64, sha256: [UInt8], acknowledgedOffset: UInt64, leafDigest: TransferLeafDigest = .xxh3) {
         self.id = id
         self.sourceIdentity = sourceIdentity
         self.size = size
         self.sha256 = sha256
         self.acknowledgedOffset = acknowledgedOffset
+        self.leafDigest = leafDigest
     }
 
-    private static let header = "switchyard-transfer-resume 2"
+    private static let header = "switchyard-transfer-resume 3"
+    /// The header of version 2, whose leaves were all hashed with SHA-256.
+    private static let headerSHA256Only = "switchyard-transfer-resume 2"
 
     /// The state as bytes (see the type's comment).
     public var encoded: [UInt8] {
         let lines = [
-            Self.header, "id \(id)", "source \(sourceIdentity)", "size \(size)",
+            Self.header, "id \(id)", "source \(sourceIdentity)", "size \(size)", "leaf-digest \(leafDigest)",
             "sha256 \(TransferDigest.hex(sha256))", "acknowledged \(acknowledgedOffset)",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
@@ -52,7 +58,8 @@ public struct TransferResumeState: Sendable, Hashable {
             TransportError(code: .invalidArgument, reason: .protocolViolation, message: "not a transfer resume state: \(why)")
         }
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true)
-        guard lines.first.map(String.init) == Self.header else { throw bad("no header line") }
+        let header = lines.first.map(String.init)
+        guard header == Self.header || header == Self.headerSHA256Only else { throw bad("no header line") }
         var fields: [String: String] = [:]
         for line in lines.dropFirst() {
             guard let space = line.firstIndex(of: " ") else { throw bad("line without a value: \(line)") }
@@ -60,10 +67,11 @@ public struct TransferResumeState: Sendable, Hashable {
         }
         guard let id = fields["id"], let source = fields["source"], let size = fields["size"].flatMap({ UInt64($0) }),
               let sha = fields["sha256"].flatMap({ TransferDigest.bytes(hex: $0) }), sha.count == TransferDigest.byteCount,
-              let acknowledged = fields["acknowledged"].flatMap({ UInt64($0) }), acknowledged <= size else {
+              let acknowledged = fields["acknowledged"].flatMap({ UInt64($0) }), acknowledged <= size,
+              let leafDigest = header == Self.headerSHA256Only ? .sha256 : fields["leaf-digest"].flatMap({ TransferLeafDigest(name: $0) }) else {
             throw bad("a field is missing or malformed")
         }
-        self.init(id: id, sourceIdentity: source, size: size, sha256: sha, acknowledgedOffset: acknowledged)
+        self.init(id: id, sourceIdentity: source, size: size, sha256: sha, acknowledgedOffset: acknowledged, leafDigest: leafDigest)
     }
 
     /// Writes the state to `path` atomically (a temporary file, fsynced, renamed).

@@ -5,8 +5,8 @@ import SwitchyardCalls
 /// and the retry loop around it. Used by one task only (not an event loop's: it reads
 /// and hashes each chunk before handing it to the call).
 ///
-/// It keeps the leaf digests (``TransferChunkDigest``) of the bytes it read, 32 bytes
-/// per 64 KiB: a `resume` answer is checked against them, the `end` digest is made of
+/// It keeps the leaf digests (``TransferChunkDigest``, made as `leafDigest` says) of
+/// the bytes it read, 32 bytes per 64 KiB: a `resume` answer is checked against them, the `end` digest is made of
 /// them. Digests it does not have (bytes a send before this one sent) it computes from
 /// the source when the receiver answers, reading only those bytes.
 final class TransferSession<Source: TransferSource> {
@@ -15,6 +15,8 @@ final class TransferSession<Source: TransferSource> {
     let id: String
     let size: UInt64
     let options: TransferOptions
+    /// How leaves are hashed: the options', or the resumed state's.
+    let leafDigest: TransferLeafDigest
     let clock = ContinuousClock()
     let started: ContinuousClock.Instant
 
@@ -40,11 +42,12 @@ final class TransferSession<Source: TransferSource> {
     private var acknowledgedAtCorruption: UInt64 = 0
 
     /// `leafDigests`: what the caller computed already of the source's first bytes (a
-    /// resume state's check).
-    init(transfer: Transfer, source: Source, id: String, leafDigests: [UInt8]) {
+    /// resume state's check), with `leafDigest`.
+    init(transfer: Transfer, source: Source, id: String, leafDigest: TransferLeafDigest, leafDigests: [UInt8]) {
         self.transfer = transfer
         self.source = source
         self.id = id
+        self.leafDigest = leafDigest
         self.leafDigests = leafDigests
         self.size = source.size
         self.options = transfer.options
@@ -67,7 +70,7 @@ final class TransferSession<Source: TransferSource> {
                 let digest = try await attempt(resuming: calls > 1)
                 return TransferResult(
                     id: id, size: size, bytesSent: bytesSent, bytesResent: bytesResent, resumes: resumes,
-                    startOffset: startOffset ?? 0, sha256: digest, duration: clock.now - started)
+                    startOffset: startOffset ?? 0, sha256: digest, duration: clock.now - started, leafDigest: leafDigest)
             } catch let error as TransportError where error.code == .unavailable && error.reason != .resumeImpossible {
                 if error.reason == .integrityMismatch {
                     // A chunk arrived corrupted: the next call sends it again, unless
@@ -133,7 +136,7 @@ final class TransferSession<Source: TransferSource> {
     }
 
     private func exchange(on call: AsyncCall, resuming: Bool) async throws -> [UInt8] {
-        let offer = TransferMessage.offer(version: TransferMessage.version, id: id, size: size, window: UInt32(options.window))
+        let offer = TransferMessage.offer(version: TransferMessage.version, id: id, size: size, window: UInt32(options.window), leafDigest: leafDigest)
         try await call.write(offer.encoded)
         guard case .resume(let offset, let prefix) = try await next(call), offset <= size,
               offset == size || offset % UInt64(TransferChunkDigest.leafSize) == 0 else {
@@ -168,7 +171,7 @@ final class TransferSession<Source: TransferSource> {
             guard message.count == header + Int(count) else {
                 throw TransportError(code: .failedPrecondition, reason: .sourceChanged, message: "\(source.identity) ended at \(sent + UInt64(message.count - header)) of \(size) bytes")
             }
-            let firstLeaf = Int(sent / UInt64(TransferChunkDigest.leafSize)) * TransferDigest.byteCount
+            let firstLeaf = Int(sent / UInt64(TransferChunkDigest.leafSize)) * TransferLeafDigest.byteCount
             if firstLeaf == leafDigests.count { leafDigests += leaves }
             if highestSent > sent { bytesResent += min(count, highestSent - sent) }
             try await call.write(message)
@@ -198,8 +201,9 @@ final class TransferSession<Source: TransferSource> {
     /// message and hashes them.
     private func prepare(at offset: UInt64, count: UInt64) -> Task<(message: [UInt8], leafDigests: [UInt8]), any Error> {
         let source = self.source
+        let leafDigest = self.leafDigest
         return Task(executorPreference: globalConcurrentExecutor) {
-            try TransferMessage.chunk(offset: offset, count: Int(count)) { buffer in
+            try TransferMessage.chunk(offset: offset, count: Int(count), using: leafDigest) { buffer in
                 try source.read(at: offset, into: buffer)
             }
         }
@@ -209,11 +213,11 @@ final class TransferSession<Source: TransferSource> {
     /// hashing from the source the ones this send has no digest for; keeps the digests of
     /// those bytes only (later chunks are hashed again as they are sent).
     private func checkPrefix(offset: UInt64, digest: [UInt8]) async throws {
-        let leaves = TransferChunkDigest.leafCount(size: offset) * TransferDigest.byteCount
+        let leaves = TransferChunkDigest.leafCount(size: offset) * TransferLeafDigest.byteCount
         // A digest held is always of a whole leaf (or of the source's last one), and
         // `offset` is a leaf boundary or the size: the first `leaves` held are the ones.
         if leafDigests.count < leaves {
-            leafDigests = try await offLoop { [source] in try TransferChunkDigest.leafDigests(of: source, count: offset) }
+            leafDigests = try await offLoop { [source, leafDigest] in try TransferChunkDigest.leafDigests(of: source, count: offset, using: leafDigest) }
         }
         leafDigests.removeSubrange(leaves...)
         acknowledgedDigest.reset()
@@ -260,10 +264,10 @@ final class TransferSession<Source: TransferSource> {
     }
 
     private func resumeState() -> TransferResumeState {
-        let leaves = min(leafDigests.count, TransferChunkDigest.leafCount(size: acknowledged) * TransferDigest.byteCount)
+        let leaves = min(leafDigests.count, TransferChunkDigest.leafCount(size: acknowledged) * TransferLeafDigest.byteCount)
         return TransferResumeState(
             id: id, sourceIdentity: source.identity, size: size,
-            sha256: acknowledgedDigest.digest(of: leafDigests, through: leaves), acknowledgedOffset: acknowledged)
+            sha256: acknowledgedDigest.digest(of: leafDigests, through: leaves), acknowledgedOffset: acknowledged, leafDigest: leafDigest)
     }
 
     /// Saves the resume state where the options say (best effort: a failed save only

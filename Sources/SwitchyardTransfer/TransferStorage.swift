@@ -12,15 +12,21 @@ public struct TransferRecord: Sendable, Hashable {
     public var sha256: [UInt8]
     /// Bytes from the start that are durable (written and synced).
     public var durableOffset: UInt64
-    /// Whether the file was received whole and its SHA-256 checked.
+    /// Whether the file was received whole and its transfer digest checked.
     public var isComplete: Bool
+    /// How the stored leaf digests were made (the offer's ``TransferLeafDigest``).
+    public var leafDigest: TransferLeafDigest
 
-    public init(id: String, size: UInt64, sha256: [UInt8] = [], durableOffset: UInt64 = 0, isComplete: Bool = false) {
+    public init(
+        id: String, size: UInt64, sha256: [UInt8] = [], durableOffset: UInt64 = 0, isComplete: Bool = false,
+        leafDigest: TransferLeafDigest = .xxh3
+    ) {
         self.id = id
         self.size = size
         self.sha256 = sha256
         self.durableOffset = durableOffset
         self.isComplete = isComplete
+        self.leafDigest = leafDigest
     }
 }
 
@@ -46,13 +52,14 @@ public protocol TransferStorage: Sendable {
     /// durable offset and never synced are forgotten: the next write starts at the
     /// durable offset.
     func record(for id: String) throws -> TransferRecord?
-    /// Starts a new transfer with no bytes (replacing whatever was stored for its id).
+    /// Starts a new transfer with no bytes (replacing whatever was stored for its id);
+    /// the record's ``TransferRecord/leafDigest`` must be kept with it.
     func create(_ record: TransferRecord) throws
     /// Stores `bytes` at `offset` (not yet durable). `bytes` is a slice of the received
     /// message: not copied on the way here.
     func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64, id: String) throws
-    /// Stores the leaf digests (32 bytes each, ``TransferChunkDigest``) of the bytes
-    /// just written, the first for leaf `index` (not yet durable).
+    /// Stores the leaf digests (32 bytes each, made as the record's
+    /// ``TransferRecord/leafDigest`` says) of the bytes just written, the first for leaf `index` (not yet durable).
     func writeLeafDigests(_ digests: [UInt8], fromLeaf index: Int, id: String) throws
     /// The stored leaf digests of the durable bytes, concatenated (32 bytes per leaf).
     func leafDigests(id: String) throws -> [UInt8]

@@ -99,6 +99,7 @@ struct ToolBadInputTests {
         Case(arguments: ["--stall-timeout", "-2"], mentions: ["--stall-timeout", "-2"]),
         Case(arguments: ["--reconnect-timeout", "-1"], mentions: ["--reconnect-timeout", "-1"]),
         Case(arguments: ["--id", ""], mentions: ["--id", "\"\"", "not a transfer id"]),
+        Case(arguments: ["--leaf-digest", "md5"], mentions: ["--leaf-digest", "md5", "xxh3-128", "sha256"]),
     ]
 
     @Test("transfer-client names each malformed value and exits 64", arguments: transferClientCases)

@@ -53,7 +53,7 @@ struct TransferToolsTests {
     /// as soon as a progress line shows a fifth acknowledged, so nothing more moves while
     /// the client dies; then it continues, and a new client with the same arguments
     /// finishes from the saved state and the server's durable offset.
-    @Test("A killed transfer-client restarted with the same --resume-state finishes without starting over", arguments: socketBackends)
+    @Test("A killed transfer-client restarted with the same --resume-state finishes without starting over, hashing as it began", arguments: socketBackends)
     func killedSenderResumes(backend: String) async throws {
         let work = try TemporaryFolder()
         let file = work.path + "/resumed.bin"
@@ -68,7 +68,9 @@ struct TransferToolsTests {
         }
         let arguments = ["send", file, "--backend", backend, "--port", String(port), "--resume-state", state]
 
-        let first = try Subprocess(try Products.path("transfer-client"), arguments, name: "transfer-client #1 (\(backend))")
+        // The first client hashes its leaves with SHA-256; the second is not told, and
+        // goes on as the resume state says (else the server would start over).
+        let first = try Subprocess(try Products.path("transfer-client"), arguments + ["--leaf-digest", "sha256"], name: "transfer-client #1 (\(backend))")
         defer { first.killIfRunning() }
         let acknowledged = try await waitForProgress(of: first, atLeast: UInt64(size / 5))
         server.send(SIGSTOP)
@@ -78,14 +80,14 @@ struct TransferToolsTests {
         try #require(ending == .signal(SIGKILL), "the first client should die mid-transfer, not \(ending)\n\(first.report)")
         #expect(TransferSummary(first.stdout) == nil, "\(first.report)")
         let saved = try String(contentsOfFile: state, encoding: .utf8)
-        #expect(saved.hasPrefix("switchyard-transfer-resume 2\n") && saved.contains("id resumed.bin\n"), "the resume state: \(saved)")
+        #expect(saved.hasPrefix("switchyard-transfer-resume 3\n") && saved.contains("id resumed.bin\n") && saved.contains("\nleaf-digest sha256\n"), "the resume state: \(saved)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/resumed.bin"), "the server finished a file the client never finished")
 
         let second = try Subprocess(try Products.path("transfer-client"), arguments, name: "transfer-client #2 (\(backend))")
         defer { second.killIfRunning() }
         #expect(await second.wait(timeout: .seconds(90)) == .exit(0), "\(second.report)\n\(server.report)")
         let summary = try #require(TransferSummary(second.stdout), "no summary line\n\(second.report)")
-        let sha256 = try await transferDigest(file)
+        let sha256 = try await transferDigest(file, leafDigest: "sha256")
         #expect(summary.sha256 == sha256, "\(second.report)")
         // It did not start over: at most what the server had not acknowledged when the
         // first client died was sent again.
@@ -474,19 +476,30 @@ func writeRandomFile(_ path: String, size: Int) throws {
     try bytes.write(to: URL(fileURLWithPath: path))
 }
 
-/// The transfer digest of the file at `path` in hex (the SHA-256 of the SHA-256s of its
-/// 64 KiB leaves, as `TransferChunkDigest` defines it), computed apart from the library by
-/// Python's hashlib.
-func transferDigest(_ path: String) async throws -> String {
+/// The transfer digest of the file at `path` in hex (the SHA-256 of the digests of its
+/// 64 KiB leaves, as `TransferChunkDigest` defines it), computed apart from the library
+/// by Python's hashlib and, for XXH3-128 leaves (`leafDigest` "xxh3-128", the default),
+/// the system's libxxhash.
+func transferDigest(_ path: String, leafDigest: String = "xxh3-128") async throws -> String {
     let script = """
-        import hashlib, sys
+        import ctypes, hashlib, sys
+        class XXH128(ctypes.Structure):
+            _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+        xxhash = ctypes.CDLL("libxxhash.so.0")
+        xxhash.XXH3_128bits.restype = XXH128
+        xxhash.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        def leaf(block):
+            if sys.argv[2] == "sha256":
+                return hashlib.sha256(block).digest()
+            h = xxhash.XXH3_128bits(block, len(block))
+            return h.high64.to_bytes(8, "big") + h.low64.to_bytes(8, "big") + bytes(16)
         leaves = b""
         with open(sys.argv[1], "rb") as f:
             while block := f.read(65536):
-                leaves += hashlib.sha256(block).digest()
+                leaves += leaf(block)
         print(hashlib.sha256(leaves).hexdigest())
         """
-    let result = try await run(.name("python3"), arguments: ["-c", script, path], output: .string(limit: 4096))
+    let result = try await run(.name("python3"), arguments: ["-c", script, path, leafDigest], output: .string(limit: 4096))
     guard result.terminationStatus.isSuccess, let digest = result.standardOutput.split(separator: "\n").first, digest.count == 64 else {
         throw SubprocessFailure("the transfer digest of \(path) failed: \(result.terminationStatus)")
     }

@@ -41,6 +41,37 @@ struct DirectoryTransferStorageTests {
         await transport.shutdownNow()
     }
 
+    @Test("A partial record of protocol version 2 reads as SHA-256's and resumes with SHA-256 leaves; an offer of another leaf digest starts it over", arguments: TransferLeafDigest.allCases)
+    func leafDigestOfRecord(_ offered: TransferLeafDigest) async throws {
+        let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let leaf = TransferChunkDigest.leafSize
+        let bytes = testBytes(8 * leaf + 10, seed: 13)
+        // What a receiver of version 2 left: 4 durable leaves and their SHA-256s, and a
+        // state line without a leaf digest.
+        let old = try DirectoryTransferStorage(directory: directory)
+        try old.create(TransferRecord(id: "old.bin", size: UInt64(bytes.count), leafDigest: .sha256))
+        try old.write(bytes[0..<(4 * leaf)], at: 0, id: "old.bin")
+        try old.writeLeafDigests(TransferChunkDigest.leafDigests(of: bytes[0..<(4 * leaf)], using: .sha256), fromLeaf: 0, id: "old.bin")
+        try old.sync(id: "old.bin", through: UInt64(4 * leaf))
+        try "v2 \(bytes.count) - \(4 * leaf) 0".write(toFile: directory + "/.partial/old.bin.state", atomically: true, encoding: .utf8)
+
+        let storage = try DirectoryTransferStorage(directory: directory)
+        let record = try #require(try storage.record(for: "old.bin"))
+        #expect(record.leafDigest == .sha256 && record.durableOffset == UInt64(4 * leaf))
+        let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage)
+        let result = try await Transfer(channel: CallChannel(target: server.localAddress, transport: transport), options: TransferOptions(leafDigest: offered))
+            .send(source: MemoryTransferSource(bytes), id: "old.bin")
+        #expect(result.startOffset == (offered == .sha256 ? UInt64(4 * leaf) : 0))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes, using: offered))
+        #expect(FileManager.default.contents(atPath: storage.path(of: "old.bin")) == Data(bytes))
+        let state = try String(contentsOfFile: directory + "/.partial/old.bin.state", encoding: .utf8)
+        #expect(state.hasPrefix("v3 \(bytes.count) \(offered) \(TransferDigest.hex(result.sha256)) \(bytes.count) 1"), "\(state)")
+        server.close()
+        await transport.shutdownNow()
+    }
+
     @Test("A partial file that lost its bytes starts over instead of filling the gap")
     func lostData() throws {
         let directory = try temporaryDirectory()

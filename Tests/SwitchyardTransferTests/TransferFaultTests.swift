@@ -78,19 +78,19 @@ final class CountingStorage: TransferStorage {
 /// suspended, the sending task cancelled.
 @Suite("Transfer faults over the memory backend", .serialized, .timeLimit(.minutes(1)))
 struct TransferFaultTests {
-    @Test("A chunk corrupted on the way is found by its digest, not stored, and sent again; the file arrives intact")
-    func corruptedChunkResent() async throws {
+    @Test("A chunk corrupted on the way is found by its digest, not stored, and sent again; the file arrives intact", arguments: TransferLeafDigest.allCases)
+    func corruptedChunkResent(_ leafDigest: TransferLeafDigest) async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = MemoryTransferStorage()
         let server = try await TransferServer.start(transport: transport, on: loopback, storage: storage, options: TransferServerOptions(ackInterval: 128 << 10))
         let relay = try await startCorruptingRelay(transport: transport, to: server.localAddress) { $0 == 20 }
-        let options = TransferOptions(chunkSize: 64 << 10, window: 512 << 10, retryDelay: .milliseconds(5))
+        let options = TransferOptions(chunkSize: 64 << 10, window: 512 << 10, retryDelay: .milliseconds(5), leafDigest: leafDigest)
         let transfer = Transfer(channel: CallChannel(target: relay.localAddress, transport: transport), options: options)
         let bytes = testBytes(4 << 20, seed: 21)
         let result = try await transfer.send(source: MemoryTransferSource(bytes), id: "corrupted.bin")
         #expect(result.resumes == 1, "the corrupted chunk ended the call; the sender resumed once")
         #expect(result.bytesResent > 0 && result.bytesResent <= UInt64(options.window), "the chunk was sent again, at most a window with it")
-        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
+        #expect(result.leafDigest == leafDigest && result.sha256 == TransferChunkDigest.root(of: bytes, using: leafDigest))
         #expect(storage.completedFile(id: "corrupted.bin") == bytes)
         relay.close()
         server.close()

@@ -70,7 +70,7 @@ struct TransferMemoryTests {
         await transport.shutdownNow()
     }
 
-    @Test("A stopped send picks up in a new Transfer from its saved state; a changed source is refused, not spliced")
+    @Test("A stopped send picks up in a new Transfer from its saved state, with the state's leaf digest; a changed source is refused, not spliced")
     func savedStateAndChangedSource() async throws {
         let transport = try MemoryTransport(configuration: .init(eventLoopCount: 2))
         let storage = HookedStorage(MemoryTransferStorage())
@@ -82,18 +82,23 @@ struct TransferMemoryTests {
         let options = TransferOptions(chunkSize: 32 << 10, window: 256 << 10, resumeStatePath: statePath)
         let bytes = testBytes(4 << 20, seed: 3)
 
-        // The first sender stops (cancelled) after about 1.5 MiB.
-        let first = Transfer(channel: channel, options: options)
+        // The first sender stops (cancelled) after about 1.5 MiB. It hashes its leaves with
+        // SHA-256; the senders after it are told XXH3-128 (the default).
+        var sha256Options = options
+        sha256Options.leafDigest = .sha256
+        let first = Transfer(channel: channel, options: sha256Options)
         storage.onWrite { written in if written >= 1_500_000 { first.cancel() } }
         await #expect(throws: TransportError.self) { try await first.send(source: MemoryTransferSource(bytes), id: "saved.bin") }
         storage.onWrite { _ in }
         let saved = try #require(try TransferResumeState.load(from: statePath))
         #expect(saved.id == "saved.bin" && saved.acknowledgedOffset > 0 && saved.acknowledgedOffset < UInt64(bytes.count))
+        #expect(saved.leafDigest == .sha256)
 
-        // Another source under the same id: the receiver refuses it.
+        // Another source under the same id, hashed as the receiver's bytes were: the
+        // receiver refuses it.
         var changed = bytes
         changed[0] ^= 0xFF
-        let other = Transfer(channel: channel, options: TransferOptions(chunkSize: 32 << 10, window: 256 << 10))
+        let other = Transfer(channel: channel, options: TransferOptions(chunkSize: 32 << 10, window: 256 << 10, leafDigest: .sha256))
         do {
             _ = try await other.send(source: MemoryTransferSource(changed), id: "saved.bin")
             Issue.record("a changed source was accepted")
@@ -104,14 +109,16 @@ struct TransferMemoryTests {
         let local = Transfer(channel: channel, options: options)
         await #expect(throws: TransportError.self) { try await local.send(source: MemoryTransferSource(changed), id: "saved.bin", resumeState: saved) }
 
-        // A new Transfer with the saved state finishes without starting over.
+        // A new Transfer with the saved state finishes without starting over: it hashes
+        // with SHA-256 as the state says, so the receiver goes on from its bytes.
         let second = Transfer(channel: channel, options: options)
         let loaded = try #require(try TransferResumeState.load(from: statePath))
         let result = try await second.send(source: MemoryTransferSource(bytes), id: "saved.bin", resumeState: loaded)
+        #expect(result.leafDigest == .sha256)
         #expect(result.startOffset >= saved.acknowledgedOffset)
         #expect(result.resumes == 1, "a send that picks up from the receiver's offset is a resume")
         #expect(result.bytesSent == UInt64(bytes.count) - result.startOffset)
-        #expect(result.sha256 == TransferChunkDigest.root(of: bytes))
+        #expect(result.sha256 == TransferChunkDigest.root(of: bytes, using: .sha256))
         #expect((storage.inner as! MemoryTransferStorage).completedFile(id: "saved.bin") == bytes)
         #expect(try TransferResumeState.load(from: statePath) == nil, "the state file is removed after success")
         server.close()
@@ -134,7 +141,7 @@ struct TransferMemoryTests {
         let bytes = testBytes(1 << 20, seed: 6)
         // A sender that offered, got its answer and went silent: its call stays open.
         let leftover = try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
-            let offer = TransferMessage.offer(version: TransferMessage.version, id: "twice.bin", size: UInt64(bytes.count), window: 1 << 20)
+            let offer = TransferMessage.offer(version: TransferMessage.version, id: "twice.bin", size: UInt64(bytes.count), window: 1 << 20, leafDigest: .xxh3)
             try await call.write(offer.encoded)
             let answer = try #require(try await call.next())
             let result = try await Transfer(channel: channel).send(source: MemoryTransferSource(bytes), id: "twice.bin")

@@ -110,6 +110,24 @@ func temporaryDirectory() throws -> String {
 
 let loopback = Endpoint(host: "127.0.0.1", port: 0)
 
+/// What `tool` (`sha256sum`, `xxh128sum`: programs we did not write) prints for each
+/// `leafSize`-byte leaf of `bytes`, in order: its hex digest.
+func peerDigests(tool: String, of bytes: [UInt8], leafSize: Int) throws -> [String] {
+    let folder = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    var paths: [String] = []
+    for (index, start) in stride(from: 0, to: bytes.count, by: leafSize).enumerated() {
+        let path = "\(folder)/leaf-\(index)"
+        try Data(bytes[start..<min(bytes.count, start + leafSize)]).write(to: URL(fileURLWithPath: path))
+        paths.append(path)
+    }
+    let status = system("\(tool) \(paths.joined(separator: " ")) > \(folder)/out")
+    try #require(status == 0, "\(tool) failed (\(status)): is it installed? scripts/ensure-deps installs it")
+    let lines = try String(contentsOfFile: "\(folder)/out", encoding: .utf8).split(separator: "\n")
+    try #require(lines.count == paths.count, "\(tool) printed \(lines.count) lines for \(paths.count) leaves")
+    return lines.map { String($0.split(separator: " ")[0]) }
+}
+
 /// Floods a receiver on `transport`: a raw sender offers 16 MiB, then sends every 256 KiB
 /// chunk at once without reading an ack. Checks the receiver's peak ``TransferServer/
 /// bufferedBytes`` (sampled at each write) stays within one chunk and one read (a second
@@ -127,7 +145,7 @@ func floodReceiver(transport: any Transport, label: String) async throws {
     let bytes = testBytes(16 << 20, seed: 4)
     let channel = CallChannel(target: server.localAddress, transport: transport)
     try await channel.withCall(options: CallConfiguration(enableFlowControl: true)) { call in
-        let offer = TransferMessage.offer(version: TransferMessage.version, id: "flood.bin", size: UInt64(bytes.count), window: UInt32.max)
+        let offer = TransferMessage.offer(version: TransferMessage.version, id: "flood.bin", size: UInt64(bytes.count), window: UInt32.max, leafDigest: .xxh3)
         try await call.write(offer.encoded)
         _ = try await call.next()
         var offset = 0
