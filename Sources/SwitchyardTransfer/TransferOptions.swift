@@ -3,10 +3,12 @@ import SwitchyardCalls
 
 /// Settings of a ``Transfer`` (the sending side).
 public struct TransferOptions: Sendable {
-    /// Bytes per chunk message (default 256 KiB; at most half the ``window``, and at most
-    /// what the receiver accepts: a ``TransferServer`` takes 1 MiB by default). Rounded
-    /// down to a multiple of ``TransferChunkDigest/leafSize`` (64 KiB), and at least one
-    /// leaf whatever the window.
+    /// Bytes per chunk message (default 1 MiB, what a ``TransferServer`` takes by default;
+    /// at most half the ``window``). Rounded down to a multiple of
+    /// ``TransferChunkDigest/leafSize`` (64 KiB), and at least one leaf whatever the
+    /// window. Each chunk costs a hand-off to a worker at each end: 1 MiB chunks took
+    /// about a tenth less CPU per GiB than 256 KiB ones at each end over loopback. The
+    /// receiver holds up to two chunks and a read per transfer.
     public var chunkSize: Int
     /// The most bytes sent and not yet acknowledged (default 4 MiB). After a broken call
     /// at most this many bytes are sent again.
@@ -30,7 +32,7 @@ public struct TransferOptions: Sendable {
     public var leafDigest: TransferLeafDigest
 
     public init(
-        chunkSize: Int = 256 << 10, window: Int = 4 << 20, maximumAttempts: Int = 10,
+        chunkSize: Int = 1 << 20, window: Int = 4 << 20, maximumAttempts: Int = 10,
         reconnectTimeout: Duration = .seconds(30), retryDelay: Duration = .milliseconds(50),
         maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil, leafDigest: TransferLeafDigest = .xxh3
     ) {
