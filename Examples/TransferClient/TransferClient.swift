@@ -106,7 +106,7 @@ struct Send: AsyncParsableCommand {
     var stallTimeout: Double?
 
     @Option(name: .customLong("leaf-digest"), help: ArgumentHelp("How each 64 KiB leaf is hashed: xxh3-128 (fast; catches damage, not forgery) or sha256. A send that resumes from --resume-state hashes as that state's send did.", valueName: "name"))
-    var leafDigest = TransferLeafDigest.xxh3.description
+    var leafDigest = TransferLeafDigest.standard.description
 
     @OptionGroup var tlsOptions: TLSClientOptions
 
@@ -172,7 +172,7 @@ struct Send: AsyncParsableCommand {
         let channel = CallChannel(target: Endpoint(host: host, port: port), transport: transport, monitor: network?.monitor)
         let options = TransferOptions(
             reconnectTimeout: .milliseconds(Int64(reconnectTimeout * 1000)), resumeStatePath: resumeState,
-            leafDigest: TransferLeafDigest(name: leafDigest) ?? .xxh3)
+            leafDigest: TransferLeafDigest(name: leafDigest) ?? .standard)
         let transfer = Transfer(channel: channel, options: options)
 
         let display = Task {

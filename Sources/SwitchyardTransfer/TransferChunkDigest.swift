@@ -39,7 +39,7 @@ public enum TransferChunkDigest {
 
     /// The digest of each leaf of `bytes` (which start at a leaf boundary), concatenated
     /// (32 bytes per leaf).
-    public static func leafDigests(of bytes: UnsafeRawBufferPointer, using algorithm: TransferLeafDigest = .xxh3) -> [UInt8] {
+    public static func leafDigests(of bytes: UnsafeRawBufferPointer, using algorithm: TransferLeafDigest = .standard) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + leafSize - 1) / leafSize * TransferLeafDigest.byteCount)
         var start = 0
@@ -52,7 +52,7 @@ public enum TransferChunkDigest {
     }
 
     /// ``leafDigests(of:using:)-(UnsafeRawBufferPointer,_)`` of a slice.
-    public static func leafDigests(of bytes: ArraySlice<UInt8>, using algorithm: TransferLeafDigest = .xxh3) -> [UInt8] {
+    public static func leafDigests(of bytes: ArraySlice<UInt8>, using algorithm: TransferLeafDigest = .standard) -> [UInt8] {
         bytes.withUnsafeBytes { leafDigests(of: $0, using: algorithm) }
     }
 
@@ -63,7 +63,7 @@ public enum TransferChunkDigest {
 
     /// The transfer digest of `bytes`: what ``TransferResult/sha256`` says for a source
     /// of these bytes sent with leaf digest `algorithm`.
-    public static func root(of bytes: [UInt8], using algorithm: TransferLeafDigest = .xxh3) -> [UInt8] {
+    public static func root(of bytes: [UInt8], using algorithm: TransferLeafDigest = .standard) -> [UInt8] {
         digest(ofLeafDigests: leafDigests(of: bytes[...], using: algorithm)[...])
     }
 

@@ -24,6 +24,10 @@ public enum TransferLeafDigest: UInt8, Sendable, Hashable, CaseIterable, CustomS
     /// Bytes per leaf digest, for any algorithm.
     public static let byteCount = 32
 
+    /// The leaf digest of a send that names none, and of every API that takes one:
+    /// ``xxh3``.
+    public static let standard = TransferLeafDigest.xxh3
+
     /// Its name in resume states, records and the tools' flags: `sha256` or `xxh3-128`.
     public var description: String {
         switch self {

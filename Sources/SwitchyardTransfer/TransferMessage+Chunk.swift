@@ -3,7 +3,7 @@
 extension TransferMessage {
     /// A `chunk` message's bytes, built straight from a slice (one copy) that starts at a
     /// leaf boundary; its digest is computed from `bytes`, with leaf digest `algorithm`.
-    public static func chunk(offset: UInt64, bytes: ArraySlice<UInt8>, using algorithm: TransferLeafDigest = .xxh3) -> [UInt8] {
+    public static func chunk(offset: UInt64, bytes: ArraySlice<UInt8>, using algorithm: TransferLeafDigest = .standard) -> [UInt8] {
         chunk(offset: offset, count: bytes.count, using: algorithm) { buffer in
             bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
             return bytes.count
@@ -15,7 +15,7 @@ extension TransferMessage {
     /// chunk must start at a leaf boundary), with leaf digest `algorithm`. Returns the
     /// message and the chunk's leaf digests.
     public static func chunk(
-        offset: UInt64, count: Int, using algorithm: TransferLeafDigest = .xxh3, fill: (UnsafeMutableRawBufferPointer) throws -> Int
+        offset: UInt64, count: Int, using algorithm: TransferLeafDigest = .standard, fill: (UnsafeMutableRawBufferPointer) throws -> Int
     ) rethrows -> (message: [UInt8], leafDigests: [UInt8]) {
         var leaves: [UInt8] = []
         let message = try [UInt8](unsafeUninitializedCapacity: chunkHeaderSize + count) { buffer, initialized in

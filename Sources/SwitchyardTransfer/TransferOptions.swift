@@ -34,7 +34,7 @@ public struct TransferOptions: Sendable {
     public init(
         chunkSize: Int = 1 << 20, window: Int = 4 << 20, maximumAttempts: Int = 10,
         reconnectTimeout: Duration = .seconds(30), retryDelay: Duration = .milliseconds(50),
-        maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil, leafDigest: TransferLeafDigest = .xxh3
+        maximumRetryDelay: Duration = .seconds(1), resumeStatePath: String? = nil, leafDigest: TransferLeafDigest = .standard
     ) {
         precondition(
             chunkSize > 0 && window >= 2 && window <= Int(UInt32.max) && maximumAttempts > 0,

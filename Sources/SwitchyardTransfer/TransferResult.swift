@@ -25,7 +25,7 @@ public struct TransferResult: Sendable, Hashable {
 
     public init(
         id: String, size: UInt64, bytesSent: UInt64, bytesResent: UInt64, resumes: Int, startOffset: UInt64, sha256: [UInt8], duration: Duration,
-        leafDigest: TransferLeafDigest = .xxh3
+        leafDigest: TransferLeafDigest = .standard
     ) {
         self.id = id
         self.size = size

@@ -29,7 +29,7 @@ public struct TransferResumeState: Sendable, Hashable {
     /// How the send hashed its leaves; a send that resumes from this state hashes so too.
     public var leafDigest: TransferLeafDigest
 
-    public init(id: String, sourceIdentity: String, size: UInt64, sha256: [UInt8], acknowledgedOffset: UInt64, leafDigest: TransferLeafDigest = .xxh3) {
+    public init(id: String, sourceIdentity: String, size: UInt64, sha256: [UInt8], acknowledgedOffset: UInt64, leafDigest: TransferLeafDigest = .standard) {
         self.id = id
         self.sourceIdentity = sourceIdentity
         self.size = size

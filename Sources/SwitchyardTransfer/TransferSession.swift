@@ -6,9 +6,10 @@ import SwitchyardCalls
 /// and hashes each chunk before handing it to the call).
 ///
 /// It keeps the leaf digests (``TransferChunkDigest``, made as `leafDigest` says) of
-/// the bytes it read, 32 bytes per 64 KiB: a `resume` answer is checked against them, the `end` digest is made of
-/// them. Digests it does not have (bytes a send before this one sent) it computes from
-/// the source when the receiver answers, reading only those bytes.
+/// the bytes it read, 32 bytes per 64 KiB: a `resume` answer is checked against them,
+/// the `end` digest is made of them. Digests it does not have (bytes a send before this
+/// one sent) it computes from the source when the receiver answers, reading only those
+/// bytes.
 final class TransferSession<Source: TransferSource> {
     let transfer: Transfer
     let source: Source

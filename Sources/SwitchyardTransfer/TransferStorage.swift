@@ -19,7 +19,7 @@ public struct TransferRecord: Sendable, Hashable {
 
     public init(
         id: String, size: UInt64, sha256: [UInt8] = [], durableOffset: UInt64 = 0, isComplete: Bool = false,
-        leafDigest: TransferLeafDigest = .xxh3
+        leafDigest: TransferLeafDigest = .standard
     ) {
         self.id = id
         self.size = size
