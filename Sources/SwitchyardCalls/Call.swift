@@ -321,6 +321,9 @@ public final class Call: @unchecked Sendable {
     /// the next message from `didWriteData` gets it after returning, not inside its call.
     private func writeDidComplete(_ error: TransportError?, reports: Bool) {
         if let error {
+            // Cut short by the reset after the server's status: the call reads on to the
+            // status (EarlyServerStatus.swift).
+            guard receivedServerStatus == nil else { return }
             end(CallStatus(error: error), closeConnection: true)
         } else if reports, !ended {
             owedWriteReports += 1
@@ -356,6 +359,8 @@ public final class Call: @unchecked Sendable {
     private func halfCloseFailure(_ error: TransportError?) -> TransportError? {
         // The stream was closed (or reset, on HTTP/2) once the status was in.
         if let error, error.code == .cancelled, error.reason == .closed || error.reason == .reset, status?.isOK == true { return nil }
+        // Or reset by the server after its OK status, before the call read it (EarlyServerStatus.swift).
+        if let error, error.reason == .closed || error.reason == .reset, status == nil, receivedServerStatus?.status.isOK == true { return nil }
         return failure(error)
     }
 
@@ -399,10 +404,17 @@ public final class Call: @unchecked Sendable {
 
     /// Ends the call now with `cancelled` and resets its stream (RST_STREAM CANCEL: the
     /// peer's call ends `cancelled`, reason `reset`); the connection and its other calls
-    /// go on.
+    /// go on. A client whose server's status already arrived, unread, ends with that
+    /// status instead: the server's answer is final (EarlyServerStatus.swift).
     public func cancel() {
         onLoop {
             guard !self.ended else { return }
+            if let received = self.receivedServerStatus {
+                self.metadataState.withLock { $0.trailing = received.trailing }
+                self.end(received.status, closeConnection: false, deferHandler: true)
+                self.stream.reset()
+                return
+            }
             let error = TransportError(code: .cancelled, reason: .callCancelled, message: "the call was cancelled")
             self.end(CallStatus(error: error), closeConnection: false, deferHandler: true)
             self.stream.reset()
@@ -446,7 +458,8 @@ public final class Call: @unchecked Sendable {
     /// connection's local close that stopped the write.
     private func failure(_ error: TransportError?) -> TransportError? {
         guard let error else { return nil }
-        return status?.error ?? error
+        if let status { return status.error ?? error }
+        return earlyStatusFailure ?? error
     }
 
     private func endedError(sending: Bool) -> TransportError {

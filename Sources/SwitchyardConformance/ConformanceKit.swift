@@ -165,6 +165,7 @@ public enum ConformanceKit {
         .goAwayWaitingCallIsRetried,           // 84
         .serverEnforcesRequestDeadline,        // 85
         .compressedCallsBothWays,              // 86
+        .earlyServerStatusEndsCall,            // 87
     ]
 
     /// The scenario named `name`, if any.

@@ -64,6 +64,9 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private var bodyLeft = 0
     /// The peer ended its side: reported once `inbound` is read.
     var peerEnded = false
+    /// Client: the server's status and trailing metadata, from the moment they arrived
+    /// (in `inbound` until the call reads them; EarlyServerStatus.swift).
+    private(set) var receivedStatus: (status: CallStatus, trailing: CallMetadata)?
     private var readEndReported = false
     /// The stream ended under the call (`nil` error: closed locally); reported at once.
     var ending: TransportError??
@@ -593,6 +596,7 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
 
     /// Client: the call's status (and trailing metadata) is what the call reads last.
     private func deliverStatus(_ status: CallStatus, _ trailing: CallMetadata) {
+        receivedStatus = (status, trailing)
         if !trailing.isEmpty { inbound += CallMetadata.trailersFrame(trailing) }
         inbound += Frame.encode(.status, payload: status.encoded)
         peerEnded = true
