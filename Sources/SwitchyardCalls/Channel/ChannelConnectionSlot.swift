@@ -54,7 +54,7 @@ final class ChannelConnectionSlot: Sendable {
     private let state: Mutex<State>
 
     /// What the actions leave to do once the lock is released, in order.
-    private struct AfterLock {
+    fileprivate struct AfterLock {
         var started: [ChannelConnection] = []
         var resumes: [(CheckedContinuation<Lease, any Error>, Result<Lease, any Error>)] = []
         var closes: [(ChannelConnection, TransportError?)] = []
@@ -241,6 +241,21 @@ final class ChannelConnectionSlot: Sendable {
     /// path that changed, and an attempt under way (or the backoff after failed ones)
     /// starts over. A draining connection closes only if it is on the changed path.
     func drop(with error: TransportError, where isOnChangedPath: (Endpoint) -> Bool) {
+        detach(with: error, where: isOnChangedPath).finish()
+    }
+
+    /// What ``detach(with:where:)`` left to do: close the connections it let go of, start
+    /// the attempt that replaces them, hand it to the calls waiting.
+    struct Detached {
+        fileprivate let after: AfterLock
+        func finish() { after.run() }
+    }
+
+    /// ``drop(with:where:)`` in two steps: now, the slot lets go of the connection (a
+    /// call that asks for one from here on gets a new one); the closes and the rest wait
+    /// for ``Detached/finish()``, so the caller can end the calls on the connection first,
+    /// with `error`, rather than with the close.
+    func detach(with error: TransportError, where isOnChangedPath: (Endpoint) -> Bool) -> Detached {
         var after = AfterLock()
         state.withLock { state in
             let machine = state.machine
@@ -260,7 +275,7 @@ final class ChannelConnectionSlot: Sendable {
             }
             perform(actions, &state, &after)
         }
-        after.run()
+        return Detached(after: after)
     }
 
     /// The channel closes: `shutdown`; waiting calls fail, connections and attempts close.

@@ -24,16 +24,22 @@ final class ChannelPathFollower: Sendable {
 
     /// The monitor now reports `path`.
     func apply(_ path: ConnectivityPath) {
-        let change = last.withLock { last in
-            defer { last = path }
-            return PathChange(from: last, to: path)
+        // The slot lets go of the connection on the old path under the same lock as the
+        // path is noted: a call that starts meanwhile, applying the current path, waits
+        // for it and then gets a new connection (had the slot let go after the calls
+        // ended, a call started as soon as they did could get the old one).
+        let (change, detached) = last.withLock { last -> (PathChange, ChannelConnectionSlot.Detached?) in
+            let change = PathChange(from: last, to: path)
+            last = path
+            guard let error = change.error else { return (change, nil) }
+            return (change, slot.detach(with: error) { change.ends(connectionFrom: $0) })
         }
-        guard let error = change.error else { return }
-        // The calls first, so that they end with the change and not with the
-        // connection's close that follows.
+        guard let error = change.error, let detached else { return }
+        // The calls before the connection closes, so that they end with the change and
+        // not with the close.
         for call in calls.all where change.ends(connectionFrom: call.connection.localAddress) {
             call.terminate(with: error)
         }
-        slot.drop(with: error) { change.ends(connectionFrom: $0) }
+        detached.finish()
     }
 }
