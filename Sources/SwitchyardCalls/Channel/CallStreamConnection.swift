@@ -526,8 +526,13 @@ final class CallStreamConnection: Connection, H2StreamDelegate, @unchecked Senda
     private func closeEarly(_ stream: H2StreamID) {
         guard !peerEnded, ending == nil else { return }
         h2.resetStream(stream, code: .noError)
+        // The reset ends the stream for HTTP/2, which says nothing more of it: the call
+        // hears its stream closed (after its own end, which is queued before this), and
+        // lets go of it and of what the client sent unread.
         peerEnded = true
-        scheduleDelivery()
+        ending = .some(nil)
+        inbound.removeAll()
+        reportClose()
     }
 
     /// Ends the stream from this side (close or reset): RST_STREAM unless both halves
