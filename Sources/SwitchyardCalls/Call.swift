@@ -278,7 +278,7 @@ public final class Call: @unchecked Sendable {
         }
         let reports = flow.reportsWrites
         if let completion {
-            stream.write(Frame.encode(.message, payload: message)) { error in
+            write(message: message) { error in
                 completion(self.failure(error))
                 self.writeDidComplete(error, reports: reports)
             }
@@ -298,7 +298,7 @@ public final class Call: @unchecked Sendable {
                 }
                 if sentNow { owedWriteReports += 1 }
             } else {
-                stream.write(Frame.encode(.message, payload: message), completion: report)
+                write(message: message, completion: report)
             }
         } else {
             // Prefix and message gathered into one send: the message is not copied.
@@ -306,6 +306,16 @@ public final class Call: @unchecked Sendable {
                 stream.writeNowOrQueue(header: header, payload: message, completion: nil)
             }
         }
+    }
+
+    /// Writes `message` behind its prefix without joining them first (the call's stream
+    /// hands a large message to HTTP/2 as it is); `completion` runs as a write's does, on
+    /// a later turn when the connection wrote it all at once.
+    private func write(message: [UInt8], completion: @escaping WriteCompletion) {
+        let sentNow = Frame.withHeader(.message, count: message.count) { header in
+            stream.writeNowOrQueue(header: header, payload: message, completion: completion)
+        }
+        if sentNow { eventLoop.execute { completion(nil) } }
     }
 
     /// On the loop: sends every message queued off the loop, in order, as one write of

@@ -193,6 +193,15 @@ package final class H2Connection: @unchecked Sendable {
         flush()
     }
 
+    /// Queues `prefix`, then `bytes`, as one write of `stream` (gRPC's message prefix and
+    /// a large message): neither is copied into the other, and the DATA frames of `bytes`
+    /// share its storage (``H2Frame/data(_:payload:endStream:paddingLength:)``).
+    /// `completion` runs once both are written, as for ``sendData(_:_:endStream:completion:)``.
+    package func sendData(_ stream: H2StreamID, prefix: [UInt8], _ bytes: [UInt8], completion: WriteCompletion?) throws(H2StreamError) {
+        try machine.sendData(stream, prefix, endStream: false, token: nil)
+        try sendData(stream, bytes, endStream: false, completion: completion)
+    }
+
     package func endStream(_ stream: H2StreamID) throws(H2StreamError) {
         try machine.endStream(stream)
         flush()

@@ -162,7 +162,7 @@ extension H2ConnectionStateMachine {
         if hasData, limit == 0 {
             return streams.values[index].sendWindow <= 0 ? .blocked : .more(emitted: false)
         }
-        var payload: [UInt8] = []
+        var payload: ArraySlice<UInt8> = []
         var tokens: [H2WriteToken] = []
         streams.values[index].takePayload(upTo: limit, into: &payload, tokens: &tokens)
         let drained = !streams.values[index].hasQueuedData
@@ -251,16 +251,18 @@ extension H2StreamState {
     /// Data is queued (bytes, or a token still to report).
     var hasQueuedData: Bool { queueHead < queue.count }
 
-    /// Takes up to `limit` queued octets into `payload` (the chunk's own array when a frame
-    /// is exactly one whole chunk), appending the tokens of chunks whose last octet it takes.
-    mutating func takePayload(upTo limit: Int, into payload: inout [UInt8], tokens: inout [H2WriteToken]) {
+    /// Takes up to `limit` queued octets into `payload`, appending the tokens of chunks
+    /// whose last octet it takes. A frame within one chunk is a slice of the chunk's own
+    /// array (no copy: a large write goes out in frames that share its storage); only a
+    /// frame that gathers several chunks copies them.
+    mutating func takePayload(upTo limit: Int, into payload: inout ArraySlice<UInt8>, tokens: inout [H2WriteToken]) {
         var room = limit
         while queueHead < queue.count {
             let chunk = queue[queueHead]
             let take = min(room, chunk.remaining)
             if take == 0, chunk.remaining > 0 { break }
-            if payload.isEmpty, chunk.sent == 0, take == chunk.bytes.count {
-                payload = chunk.bytes
+            if payload.isEmpty {
+                payload = chunk.bytes[chunk.sent..<(chunk.sent + take)]
             } else {
                 if payload.capacity < limit { payload.reserveCapacity(min(limit, queuedBytes)) }
                 payload.append(contentsOf: chunk.bytes[chunk.sent..<(chunk.sent + take)])

@@ -216,7 +216,7 @@ package struct H2ConnectionStateMachine: Sendable {
         }
         switch frame {
         case .data(let id, let payload, let endStream, _):
-            try receiveData(id, payload, endStream: endStream, flowControlledLength: frame.flowControlledLength, now: now, into: &events)
+            try receiveData(id, Array(payload), endStream: endStream, flowControlledLength: frame.flowControlledLength, now: now, into: &events)
         case .headers(let id, let block, let endStream, let endHeaders, _):
             try receiveHeaders(id, block, endStream: endStream, endHeaders: endHeaders, now: now, into: &events)
         case .continuation(let id, _, _):

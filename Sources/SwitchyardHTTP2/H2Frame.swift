@@ -7,7 +7,9 @@
 /// PRIORITY and the priority fields of HEADERS are parsed and checked (a stream may not
 /// depend on itself) but carry no meaning here: RFC 9113 deprecates the scheme.
 package enum H2Frame: Sendable, Hashable {
-    case data(H2StreamID, payload: [UInt8], endStream: Bool, paddingLength: Int = 0)
+    /// The payload is a slice so that a frame sent out of a larger queued write shares
+    /// that write's storage rather than copying its part of it.
+    case data(H2StreamID, payload: ArraySlice<UInt8>, endStream: Bool, paddingLength: Int = 0)
     /// A header block fragment; `endHeaders` false means CONTINUATION frames follow.
     case headers(H2StreamID, headerBlock: [UInt8], endStream: Bool, endHeaders: Bool, paddingLength: Int = 0)
     case priority(H2StreamID)

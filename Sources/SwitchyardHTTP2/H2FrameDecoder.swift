@@ -359,7 +359,7 @@ private struct FrameHeader {
         switch type {
         case Self.data:
             let (_, content, padding) = try unpad(payload, fixedLength: 0)
-            return .data(stream, payload: Array(content), endStream: has(Self.endStream), paddingLength: padding)
+            return .data(stream, payload: Array(content)[...], endStream: has(Self.endStream), paddingLength: padding)
 
         case Self.headers:
             let hasPriority = has(Self.priorityFlag)

@@ -64,7 +64,7 @@ import Testing
         var peer = H2ScriptedPeer(.server)
         peer.send(peer.request(1))
         peer.machine.resetStream(H2StreamID(1), code: .cancel)
-        let events = peer.send(.data(H2StreamID(1), payload: [UInt8](repeating: 0, count: 40_000), endStream: false))
+        let events = peer.send(.data(H2StreamID(1), payload: ArraySlice(repeating: 0, count: 40_000), endStream: false))
         #expect(events.isEmpty)
         // Given back (batched: the WINDOW_UPDATE waits for half the connection window).
         #expect(peer.machine.connectionReceiveWindow + peer.machine.connectionPendingGrant == 1 << 20)
@@ -76,7 +76,7 @@ import Testing
         var peer = H2ScriptedPeer(.server)
         peer.send(peer.request(1))
         peer.send(peer.request(3))
-        peer.send(.data(H2StreamID(1), payload: [UInt8](repeating: 0, count: 65_536), endStream: false))
+        peer.send(.data(H2StreamID(1), payload: ArraySlice(repeating: 0, count: 65_536), endStream: false))
         #expect(peer.takeFrames().resets == [H2StreamID(1): .flowControlError])
         #expect(peer.events.last == .streamReset(H2StreamID(1), .flowControlError, processed: true))
         peer.send(.data(H2StreamID(3), payload: [1], endStream: false))
@@ -86,7 +86,7 @@ import Testing
         configuration.initialStreamWindowSize = 1 << 20
         var other = H2ScriptedPeer(.server, configuration)
         other.send(other.request(1))
-        other.send(.data(H2StreamID(1), payload: [UInt8](repeating: 0, count: (1 << 20) + 1), endStream: false))
+        other.send(.data(H2StreamID(1), payload: ArraySlice(repeating: 0, count: (1 << 20) + 1), endStream: false))
         #expect(other.connectionError?.code == .flowControlError)
         #expect(other.takeFrames().goAway?.code == .flowControlError)
     }
@@ -125,6 +125,26 @@ import Testing
         peer.send(.windowUpdate(idle, increment: 100))
         peer.send(.settings([H2Setting(.initialWindowSize, 0x7fff_ffff)]))
         #expect(peer.connectionError?.code == .flowControlError)
+    }
+
+    @Test("DATA frames cut from one large write share its storage; only a frame that gathers two writes copies")
+    func framesShareTheWrite() throws {
+        var pair = H2ConnectionPair()
+        let id = try pair.client.openStream(headers: H2Fields.request, endStream: false)
+        let write = [UInt8](repeating: 7, count: 40_000)
+        try pair.client.sendData(id, [0, 0, 0, 0x9c, 0x40], endStream: false, token: nil)
+        try pair.client.sendData(id, write, endStream: false, token: nil)
+        var outbound: [H2Outbound] = []
+        pair.client.takeOutbound(into: &outbound)
+        let payloads = outbound.compactMap { item -> ArraySlice<UInt8>? in
+            if case .data(_, let payload, _, _) = item.frame { payload } else { nil }
+        }
+        #expect(payloads.map(\.count) == [16_384, 16_384, 40_005 - 32_768])
+        #expect(payloads.reduce([], +) == [0, 0, 0, 0x9c, 0x40] + write)
+        let storage = write.withUnsafeBytes { UInt(bitPattern: $0.baseAddress!)..<(UInt(bitPattern: $0.baseAddress!) + UInt($0.count)) }
+        let starts = payloads.map { payload in payload.withUnsafeBytes { UInt(bitPattern: $0.baseAddress!) } }
+        #expect(!storage.contains(starts[0]))
+        #expect(storage.contains(starts[1]) && storage.contains(starts[2]))
     }
 
     @Test("a smaller SETTINGS_MAX_FRAME_SIZE is not possible, a larger one makes larger DATA frames")

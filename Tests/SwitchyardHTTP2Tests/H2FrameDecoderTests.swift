@@ -163,7 +163,7 @@ struct H2ViolationCase: Sendable, CustomTestStringConvertible {
         larger.append(header)
         #expect(try larger.nextFrame() == nil)
         larger.append([UInt8](repeating: 7, count: 16_385))
-        #expect(try larger.nextFrame() == .data(H2StreamID(1), payload: [UInt8](repeating: 7, count: 16_385), endStream: false))
+        #expect(try larger.nextFrame() == .data(H2StreamID(1), payload: ArraySlice(repeating: 7, count: 16_385), endStream: false))
 
         // Other connection errors of the header come before the payload too.
         var early = H2FrameDecoder(role: .client)
@@ -187,7 +187,7 @@ struct H2ViolationCase: Sendable, CustomTestStringConvertible {
         }
         let expected =
             everyKind + [
-                .data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 4),
+                .data(H2StreamID(1), payload: ArraySlice("abcde".utf8), endStream: true, paddingLength: 4),
                 .headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true, paddingLength: 3),
             ]
         #expect(frames == expected)
@@ -201,7 +201,7 @@ struct H2ViolationCase: Sendable, CustomTestStringConvertible {
             frames.append(
                 n % 3 == 0
                     ? .ping(UInt64(n), ack: false)
-                    : .data(H2StreamID(UInt32(2 * n + 1)), payload: [UInt8](repeating: UInt8(n & 0xff), count: n % 37), endStream: n % 2 == 0))
+                    : .data(H2StreamID(UInt32(2 * n + 1)), payload: ArraySlice(repeating: UInt8(n & 0xff), count: n % 37), endStream: n % 2 == 0))
         }
         let bytes = encoded(frames)
         #expect(try decodeAll(bytes) == frames)

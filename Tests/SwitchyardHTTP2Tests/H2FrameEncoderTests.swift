@@ -38,7 +38,7 @@ struct H2ExactFrame: Sendable, CustomTestStringConvertible {
             name: "HEADERS", frame: .headers(H2StreamID(3), headerBlock: [0x82, 0x86], endStream: true, endHeaders: true),
             bytes: [0, 0, 2, 0x1, 0x5, 0, 0, 0, 3, 0x82, 0x86]),
         .init(
-            name: "DATA", frame: .data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true),
+            name: "DATA", frame: .data(H2StreamID(1), payload: ArraySlice("abcde".utf8), endStream: true),
             bytes: [0, 0, 5, 0x0, 0x1, 0, 0, 0, 1] + Array("abcde".utf8)),
         // Section 6.6: Promised Stream ID, then the block.
         .init(
@@ -70,7 +70,7 @@ struct H2ExactFrame: Sendable, CustomTestStringConvertible {
         // END_STREAM | PADDED; Pad Length 3; "abcde"; three octets of padding.
         let bytes: [UInt8] = [0, 0, 9, 0x0, 0x9, 0, 0, 0, 1, 3] + Array("abcde".utf8) + [0, 0, 0]
         let frames = try decodeAll(bytes)
-        #expect(frames == [.data(H2StreamID(1), payload: Array("abcde".utf8), endStream: true, paddingLength: 4)])
+        #expect(frames == [.data(H2StreamID(1), payload: ArraySlice("abcde".utf8), endStream: true, paddingLength: 4)])
         #expect(frames.first?.flowControlledLength == 9)
         #expect(encoded(frames) == [0, 0, 5, 0x0, 0x1, 0, 0, 0, 1] + Array("abcde".utf8))
     }

@@ -38,7 +38,7 @@ struct H2PeerFrame: Codable, Equatable, Sendable {
     init(_ frame: H2Frame) {
         switch frame {
         case .data(let stream, let payload, let endStream, _):
-            self.init(type: "DATA", stream: stream.rawValue, data: hex(payload), endStream: endStream)
+            self.init(type: "DATA", stream: stream.rawValue, data: hex(Array(payload)), endStream: endStream)
         case .headers(let stream, let block, let endStream, let endHeaders, _):
             self.init(type: "HEADERS", stream: stream.rawValue, block: hex(block), endStream: endStream, endHeaders: endHeaders)
         case .priority(let stream):
@@ -148,7 +148,7 @@ private struct PeerFailure: Error, CustomStringConvertible {
         let cases: [(H2PeerFrame, H2Frame)] = [
             (
                 H2PeerFrame(type: "DATA", stream: 1, data: hex(Array("hello".utf8)), endStream: true, pad: 4),
-                .data(H2StreamID(1), payload: Array("hello".utf8), endStream: true, paddingLength: 5)
+                .data(H2StreamID(1), payload: ArraySlice("hello".utf8), endStream: true, paddingLength: 5)
             ),
             (H2PeerFrame(type: "DATA", stream: 3, data: ""), .data(H2StreamID(3), payload: [], endStream: false)),
             (

@@ -33,7 +33,7 @@ func encoded(_ frames: [H2Frame]) -> [UInt8] {
 
 /// A frame of each kind, with edge values where a field has them.
 let everyKind: [H2Frame] = [
-    .data(H2StreamID(1), payload: Array("hello".utf8), endStream: false),
+    .data(H2StreamID(1), payload: ArraySlice("hello".utf8), endStream: false),
     .data(H2StreamID(1), payload: [], endStream: true),
     .headers(H2StreamID(3), headerBlock: [0x82, 0x86, 0x84], endStream: true, endHeaders: false),
     .headers(H2StreamID(0x7fff_ffff), headerBlock: [], endStream: false, endHeaders: true),
