@@ -38,7 +38,9 @@ What it does:
               0.8 target can be met on this machine at all.
     before    with BEFORE_BIN=DIR (an earlier release build's transfer-server and
               transfer-client), the same transfers with those tools in the same round
-              (`before`, `before-shm`), so before and after see the same load.
+              (`before`, `before-shm`), so before and after see the same load; the
+              earlier build's transfers go first in every other round, since the first
+              disk transfer of a round pays for the floor's writeback.
   Server and client (or loadgen) are pinned to one core (CPU, default 0), as in
   Benchmarks/run; the sender's transport has its default event loops on that core.
 - The phases of each transfer come from the times the client's plain `progress:` lines
@@ -451,7 +453,10 @@ def main():
                 runs = [("transfer", bin_dir, file, work)] + ([("shm", bin_dir, shm_file, shm_work)] if shm_work else [])
                 if BEFORE_BIN:
                     before = Path(BEFORE_BIN)
-                    runs += [("before", before, file, work)] + ([("before-shm", before, shm_file, shm_work)] if shm_work else [])
+                    earlier = [("before", before, file, work)] + ([("before-shm", before, shm_file, shm_work)] if shm_work else [])
+                    # Each build goes first every other round: the first disk transfer of a
+                    # round follows the floor's `dd conv=fsync` and pays for its writeback.
+                    runs = runs + earlier if r % 2 == 1 else earlier + runs
                 for kind, bins, f, parent in runs:
                     s = measure_transfer(bins, b, f, expected, parent, work)
                     samples.append({"round": r, "backend": b, "kind": kind, **s})
