@@ -195,7 +195,7 @@ package final class H2Connection: @unchecked Sendable {
 
     /// Queues `prefix`, then `bytes`, as one write of `stream` (gRPC's message prefix and
     /// a large message): neither is copied into the other, and the DATA frames of `bytes`
-    /// share its storage (``H2Frame/data(_:payload:endStream:paddingLength:)``).
+    /// share its storage (`H2Frame.data`).
     /// `completion` runs once both are written, as for ``sendData(_:_:endStream:completion:)``.
     package func sendData(_ stream: H2StreamID, prefix: [UInt8], _ bytes: [UInt8], completion: WriteCompletion?) throws(H2StreamError) {
         try machine.sendData(stream, prefix, endStream: false, token: nil)
